@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Create the project's environment in .venv from requirements.txt + constraints.txt,
+# install dawnpipe itself (editable), and, where apt is usable, the Debian package
+# with Fashion-MNIST so the default run works offline.
+#   PYTHON=python3.11 scripts/setup.sh
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+PYTHON="${PYTHON:-python3}"
+VENV="${VENV:-.venv}"
+
+if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+    echo "setup: dawnpipe needs Python >= 3.11 ($PYTHON is $("$PYTHON" -V 2>&1))" >&2
+    exit 1
+fi
+if [ ! -x "$VENV/bin/python" ]; then
+    echo "setup: creating $VENV with $("$PYTHON" -V)"
+    "$PYTHON" -m venv "$VENV"
+fi
+"$VENV/bin/python" -m pip install --quiet --upgrade pip
+echo "setup: installing requirements.txt (pinned by constraints.txt)"
+"$VENV/bin/python" -m pip install --quiet -r requirements.txt -c constraints.txt
+"$VENV/bin/python" -m pip install --quiet --no-deps --no-build-isolation -e .
+
+# Offline Fashion-MNIST (optional: without it the fetch stage downloads the
+# official files). Never fatal: no root, no apt or no network all just skip it.
+if [ ! -d /usr/share/datasets/fashion-mnist ] && command -v apt-get >/dev/null 2>&1; then
+    SUDO=""
+    [ "$(id -u)" = 0 ] || SUDO="sudo -n"
+    if $SUDO true 2>/dev/null; then
+        echo "setup: installing the Debian package dataset-fashion-mnist"
+        if ! DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq dataset-fashion-mnist >/dev/null 2>&1; then
+            $SUDO apt-get update -qq >/dev/null 2>&1 || true
+            DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq dataset-fashion-mnist >/dev/null 2>&1 \
+                || echo "setup: dataset-fashion-mnist not installed; the fetch stage will download the data"
+        fi
+    fi
+fi
+echo "setup: done ($("$VENV/bin/python" -c 'import torch, snakemake; print("torch", torch.__version__, "snakemake", snakemake.__version__)'))"

@@ -1,0 +1,92 @@
+"""Command-line entry point: ``dawnpipe <command> [args]``.
+
+Each command lives in its own module with ``configure(parser)`` and
+``run(args) -> int | None``. Modules are imported only when their command is
+called, so ``dawnpipe audit`` does not pay for importing torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import traceback
+
+from dawnpipe.errors import DawnpipeError, UsageError
+
+# command -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "fetch": ("dawnpipe.data.fetch", "download or copy a task's raw data and verify its checksums"),
+    "prepare": ("dawnpipe.data.prepare", "decode raw data into memory-mappable uint8 arrays + manifest"),
+    "train": ("dawnpipe.train.cli", "train one entry with one seed; per-epoch TSV/Parquet log"),
+    "extract": ("dawnpipe.extract", "time-to-accuracy, epochs and cost of one run"),
+    "infer": ("dawnpipe.infer.cli", "one-item-at-a-time inference latency and cost of a run"),
+    "stability": ("dawnpipe.stability", "coefficient of variation of time-to-accuracy over seeds"),
+    "report": ("dawnpipe.report.build", "leaderboard JSON, HTML and the table of all runs"),
+}
+
+
+def _top_parser() -> argparse.ArgumentParser:
+    width = max(len(c) for c in COMMANDS)
+    lines = "\n".join(f"  {c:<{width}}  {h}" for c, (_, h) in COMMANDS.items())
+    p = argparse.ArgumentParser(
+        prog="dawnpipe",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="DAWNBench-style time-to-accuracy benchmark pipeline.",
+        epilog=f"commands:\n{lines}\n\nRun 'dawnpipe <command> --help' for a command's arguments.",
+    )
+    p.add_argument("--version", action="store_true", help="print the version and exit")
+    p.add_argument("command", nargs="?", help="one of the commands below")
+    return p
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    top = _top_parser()
+    if not argv or argv[0] in ("-h", "--help"):
+        top.print_help()
+        sys.exit(0 if argv else 2)
+    if argv[0] == "--version":
+        from dawnpipe import __version__
+
+        print(__version__)
+        sys.exit(0)
+    command, rest = argv[0], argv[1:]
+    if command not in COMMANDS:
+        top.print_usage(sys.stderr)
+        print(f"dawnpipe: error: unknown command {command!r} (choose from {', '.join(COMMANDS)})", file=sys.stderr)
+        sys.exit(2)
+    module_name, help_line = COMMANDS[command]
+    module = importlib.import_module(module_name)
+    parser = argparse.ArgumentParser(prog=f"dawnpipe {command}", description=help_line)
+    module.configure(parser)
+    args = parser.parse_args(rest)  # exits 2 on usage errors
+    sys.exit(run_command(command, module.run, args))
+
+
+def run_command(command: str, func, args) -> int:
+    """Run a command body; turn expected failures into one-line messages."""
+    try:
+        code = func(args)
+    except UsageError as e:
+        print(f"dawnpipe {command}: usage error: {e}", file=sys.stderr)
+        return 2
+    except DawnpipeError as e:
+        print(f"dawnpipe {command}: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"dawnpipe {command}: interrupted", file=sys.stderr)
+        return 130
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError) as e:
+        # OSError subclasses name the file themselves: that is the whole message.
+        print(f"dawnpipe {command}: error: {e.strerror}: {e.filename}", file=sys.stderr)
+        return 1
+    except Exception:  # a bug in dawnpipe, not bad input: keep the evidence
+        if os.environ.get("DAWNPIPE_NO_TRACEBACK"):
+            print(f"dawnpipe {command}: internal error: {sys.exc_info()[1]!r}", file=sys.stderr)
+        else:
+            traceback.print_exc()
+            print(f"dawnpipe {command}: internal error (a bug in dawnpipe; please report it with the traceback above)", file=sys.stderr)
+        return 70
+    return int(code or 0)

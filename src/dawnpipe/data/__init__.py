@@ -1,0 +1,1 @@
+"""Data stages: fetch (download/copy + verify) and prepare (decode once)."""

@@ -1,0 +1,45 @@
+"""Display rules of the published DAWNBench leaderboard (SPEC.md section 2).
+
+Times are rounded *up* to whole seconds (a 9.43 s run shows as 0:00:10),
+costs show dollars with two decimals, latencies milliseconds with four.
+Ordering always uses the unrounded value; these functions only format.
+"""
+
+from __future__ import annotations
+
+import math
+from decimal import ROUND_HALF_UP, Decimal
+
+
+def format_hours(hours: float) -> str:
+    """Hours -> 'H:MM:SS', whole seconds rounded up."""
+    if hours is None or not math.isfinite(hours) or hours < 0:
+        raise ValueError(f"not a duration in hours: {hours!r}")
+    # Round to nanoseconds first so that 10 s given as 10/3600 h is not
+    # pushed to 0:00:11 by binary floating-point noise.
+    seconds = math.ceil(round(hours * 3600.0, 9))
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}:{m:02d}:{s:02d}"
+
+
+def format_usd(usd: float) -> str:
+    """USD -> '$1,234.57' (two decimals, half-up)."""
+    if usd is None or not math.isfinite(usd) or usd < 0:
+        raise ValueError(f"not a cost in USD: {usd!r}")
+    cents = Decimal(repr(float(usd))).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
+    return f"${cents:,.2f}"
+
+
+def format_ms(ms: float) -> str:
+    """Milliseconds -> '12.3457' (four decimals)."""
+    if ms is None or not math.isfinite(ms) or ms < 0:
+        raise ValueError(f"not a latency in ms: {ms!r}")
+    return f"{Decimal(repr(float(ms))).quantize(Decimal('0.0001'), rounding=ROUND_HALF_UP)}"
+
+
+FORMATTERS = {"hours": format_hours, "USD": format_usd, "ms": format_ms, "USD per 10,000 items": format_usd}
+
+
+def format_value(value: float, unit: str) -> str:
+    return FORMATTERS[unit](value)

@@ -1,0 +1,84 @@
+"""Benchmark entries (config/entries/*.yaml) and the run configuration hash.
+
+An entry is validated against ``schemas/entry.schema.yaml`` with the schema's
+defaults filled in, so every consumer (Snakemake, DVC, the trainers, the
+report) sees the same complete recipe.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import hashlib
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from dawnpipe.errors import DawnpipeError
+
+
+@functools.cache
+def entry_schema() -> dict[str, Any]:
+    text = resources.files("dawnpipe.schemas").joinpath("entry.schema.yaml").read_text(encoding="utf-8")
+    return yaml.safe_load(text)
+
+
+def fill_defaults(instance: Any, schema: dict[str, Any]) -> Any:
+    """Fill in ``default`` values of object properties, recursively."""
+    if not isinstance(instance, dict) or schema.get("type") != "object":
+        return instance
+    for key, sub in schema.get("properties", {}).items():
+        if key not in instance and "default" in sub:
+            instance[key] = copy.deepcopy(sub["default"])
+        if key in instance:
+            instance[key] = fill_defaults(instance[key], sub)
+    return instance
+
+
+def validate_entry(doc: Any, source: str) -> dict[str, Any]:
+    if not isinstance(doc, dict):
+        raise DawnpipeError(f"{source}: an entry must be a mapping, got {type(doc).__name__}")
+    schema = entry_schema()
+    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(doc), key=lambda e: list(e.absolute_path))
+    if errors:
+        e = errors[0]
+        where = ".".join(str(p) for p in e.absolute_path) or "(top level)"
+        raise DawnpipeError(f"{source}: {where}: {e.message}")
+    return fill_defaults(copy.deepcopy(doc), schema)
+
+
+def load_entry(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as e:
+        raise DawnpipeError(f"{path}: not valid YAML: {e}") from None
+    entry = validate_entry(doc, str(path))
+    entry["id"] = path.stem
+    return entry
+
+
+def config_hash(obj: Any) -> str:
+    """sha256 of the canonical JSON of ``obj``: equal for equal content,
+    whatever the comments, key order or number formatting of the YAML."""
+    text = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def run_settings(entry: dict[str, Any], *, seed: int, threshold: float, official_threshold: float,
+                 train_limit: int | None, test_limit: int | None, stop_at_threshold: bool) -> dict[str, Any]:
+    """Everything that decides a training run's result, in one dict (hashed into run.json)."""
+    return {
+        "entry": entry,
+        "seed": int(seed),
+        "threshold": float(threshold),
+        "official_threshold": float(official_threshold),
+        "demo_threshold": float(threshold) != float(official_threshold),
+        "train_limit": train_limit,
+        "test_limit": test_limit,
+        "stop_at_threshold": bool(stop_at_threshold),
+    }

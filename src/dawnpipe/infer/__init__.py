@@ -1,0 +1,1 @@
+"""Inference objective: one-item-at-a-time latency and cost (SPEC.md objectives 3-4)."""

@@ -1,0 +1,1 @@
+"""Model zoos, one module per framework; import only the one you train with."""

@@ -1,0 +1,119 @@
+"""PyTorch models of the benchmark entries.
+
+- ``resnet`` (``resnet20`` ... ``resnet110``, ``resnet164``): the CIFAR ResNets
+  of He et al. (2016) used as DAWNBench seed entries: a 3x3 stem, three stages
+  of 16/32/64 channels (x4 after bottlenecks), global average pooling.
+  Basic blocks: depth = 6n + 2; bottleneck blocks: depth = 9n + 2. Downsampling
+  shortcuts are 1x1 convolutions + batch norm ("option B"), so that the same
+  network is easy to build in Keras with the same parameter count.
+- ``fastnet``: a ResNet-9-style net after the fast single-GPU CIFAR-10 recipes
+  (David Page's and airbench's): few, wide layers, max-pool downsampling, two
+  residual blocks, a scaled linear head.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+
+def conv_bn(c_in: int, c_out: int, kernel: int = 3, stride: int = 1) -> list[nn.Module]:
+    return [nn.Conv2d(c_in, c_out, kernel, stride=stride, padding=kernel // 2, bias=False), nn.BatchNorm2d(c_out)]
+
+
+class BasicBlock(nn.Module):
+    expansion = 1
+
+    def __init__(self, c_in: int, width: int, stride: int):
+        super().__init__()
+        c_out = width * self.expansion
+        self.body = nn.Sequential(*conv_bn(c_in, width, 3, stride), nn.ReLU(inplace=True), *conv_bn(width, c_out))
+        self.shortcut = nn.Sequential(*conv_bn(c_in, c_out, 1, stride)) if stride != 1 or c_in != c_out else nn.Identity()
+
+    def forward(self, x):
+        return F.relu(self.body(x) + self.shortcut(x))
+
+
+class Bottleneck(nn.Module):
+    expansion = 4
+
+    def __init__(self, c_in: int, width: int, stride: int):
+        super().__init__()
+        c_out = width * self.expansion
+        self.body = nn.Sequential(
+            *conv_bn(c_in, width, 1), nn.ReLU(inplace=True),
+            *conv_bn(width, width, 3, stride), nn.ReLU(inplace=True),
+            *conv_bn(width, c_out, 1),
+        )
+        self.shortcut = nn.Sequential(*conv_bn(c_in, c_out, 1, stride)) if stride != 1 or c_in != c_out else nn.Identity()
+
+    def forward(self, x):
+        return F.relu(self.body(x) + self.shortcut(x))
+
+
+class CifarResNet(nn.Module):
+    def __init__(self, depth: int = 20, block: str = "basic", width: int = 16, in_channels: int = 3, num_classes: int = 10):
+        super().__init__()
+        block_cls = {"basic": BasicBlock, "bottleneck": Bottleneck}[block]
+        per_block = 2 if block == "basic" else 3
+        if (depth - 2) % (3 * per_block):
+            raise ValueError(f"a {block} CIFAR ResNet needs depth = {3 * per_block}n + 2, not {depth}")
+        n = (depth - 2) // (3 * per_block)
+        layers: list[nn.Module] = [*conv_bn(in_channels, width), nn.ReLU(inplace=True)]
+        c_in = width
+        for stage, w in enumerate((width, 2 * width, 4 * width)):
+            for i in range(n):
+                layers.append(block_cls(c_in, w, 2 if stage > 0 and i == 0 else 1))
+                c_in = w * block_cls.expansion
+        self.features = nn.Sequential(*layers)
+        self.head = nn.Linear(c_in, num_classes)
+        for m in self.modules():
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+
+    def forward(self, x):
+        x = self.features(x)
+        return self.head(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+class Residual(nn.Module):
+    def __init__(self, channels: int):
+        super().__init__()
+        self.body = nn.Sequential(*conv_bn(channels, channels), nn.ReLU(inplace=True), *conv_bn(channels, channels), nn.ReLU(inplace=True))
+
+    def forward(self, x):
+        return x + self.body(x)
+
+
+class FastNet(nn.Module):
+    """prep conv -> [conv, pool, residual] -> [conv, pool] -> [conv, pool, residual] -> max-pool -> linear."""
+
+    def __init__(self, widths=(32, 64, 128, 256), in_channels: int = 1, num_classes: int = 10, head_scale: float = 0.125):
+        super().__init__()
+        w0, w1, w2, w3 = widths
+
+        def stage(c_in, c_out, residual):
+            mods = [*conv_bn(c_in, c_out), nn.ReLU(inplace=True), nn.MaxPool2d(2)]
+            return nn.Sequential(*mods, Residual(c_out)) if residual else nn.Sequential(*mods)
+
+        self.features = nn.Sequential(
+            *conv_bn(in_channels, w0), nn.ReLU(inplace=True),
+            stage(w0, w1, True), stage(w1, w2, False), stage(w2, w3, True),
+            nn.AdaptiveMaxPool2d(1),
+        )
+        self.head = nn.Linear(w3, num_classes, bias=False)
+        self.head_scale = head_scale
+
+    def forward(self, x):
+        return self.head(torch.flatten(self.features(x), 1)) * self.head_scale
+
+
+def build_model(name: str, *, in_channels: int, num_classes: int, **kwargs) -> nn.Module:
+    if name == "fastnet":
+        return FastNet(in_channels=in_channels, num_classes=num_classes, **kwargs)
+    if name.startswith("resnet") and name[6:].isdigit():
+        depth = int(name[6:])
+        kwargs.setdefault("block", "bottleneck" if depth == 164 else "basic")
+        return CifarResNet(depth=depth, in_channels=in_channels, num_classes=num_classes, **kwargs)
+    raise ValueError(f"unknown PyTorch model {name!r} (known: fastnet, resnet20/32/44/56/110 basic, resnet164 bottleneck)")

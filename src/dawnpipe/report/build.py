@@ -1,0 +1,124 @@
+"""report: the leaderboard of our runs as JSON, one offline HTML page, and a
+table of every run (Parquet + CSV).
+
+    python -m dawnpipe report --runs results/runs/E/seed0 results/runs/E/seed1 ... \\
+        --stability results/stability/E.json ... --config-name config/config.yaml \\
+        --json results/leaderboard.json --html results/leaderboard.html \\
+        --table results/runs.parquet --csv results/runs.csv
+
+Each run directory holds run.json, train.parquet, time_to_accuracy.json and
+latency.json (+ latency.parquet). The JSON follows the shape of
+``dawnpipe.leaderboard.build``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from dawnpipe import leaderboard
+from dawnpipe.errors import DawnpipeError
+from dawnpipe.fileio import read_json, write_csv, write_json, write_parquet, write_text
+from dawnpipe.report.render import render_html
+from dawnpipe.runinfo import now_iso
+
+
+def load_run(run_dir: Path) -> dict[str, Any]:
+    needed = ["run.json", "time_to_accuracy.json", "latency.json", "train.parquet"]
+    missing = [n for n in needed if not (run_dir / n).is_file()]
+    if missing:
+        raise DawnpipeError(f"{run_dir}: missing {', '.join(missing)} (did the train/extract/infer stages run?)")
+    return {
+        "dir": run_dir,
+        "run": read_json(run_dir / "run.json"),
+        "tta": read_json(run_dir / "time_to_accuracy.json"),
+        "latency": read_json(run_dir / "latency.json"),
+        "log": pd.read_parquet(run_dir / "train.parquet"),
+    }
+
+
+def run_source(run: dict[str, Any]) -> str:
+    return f"runs/{run['run']['entry']}/seed{run['run']['seed']}"
+
+
+def objective_rows(runs: list[dict[str, Any]]) -> tuple[list[dict], list[dict]]:
+    """Leaderboard rows and exclusions for our own runs."""
+    rows, excluded = [], []
+    for r in runs:
+        tta, lat, info = r["tta"], r["latency"], r["run"]
+        common = {
+            "task": tta["task"], "threshold": tta["threshold"], "demo_threshold": tta["demo_threshold"],
+            "model": info["model"], "hardware": info["hardware"], "framework": info["framework"],
+            "timestamp": info["finished"][:10], "source": run_source(r), "entry": info["entry"], "seed": info["seed"],
+        }
+        if tta["reached"]:
+            rows.append({**common, "objective": "train_time", "value": tta["time_to_accuracy_hours"],
+                         "epochs": tta["epochs_to_accuracy"], "wall_hours": tta["wall_time_to_accuracy_hours"]})
+            if tta["cost_usd"] is not None:
+                rows.append({**common, "objective": "train_cost", "value": tta["cost_usd"]})
+        else:
+            excluded.append({"source": common["source"], "objectives": ["train_time", "train_cost"], "reason": tta["reason"]})
+        extra = {"backend": lat["backend"], "threads": lat["threads"], "accuracy": lat["accuracy"], "items": lat["items"]}
+        if lat["meets_threshold"]:
+            rows.append({**common, **extra, "objective": "inference_latency", "value": lat["latency_mean_ms"],
+                         "p50_ms": lat["latency_p50_ms"], "p90_ms": lat["latency_p90_ms"], "p99_ms": lat["latency_p99_ms"]})
+            if lat["cost_per_10k_usd"] is not None:
+                rows.append({**common, **extra, "objective": "inference_cost", "value": lat["cost_per_10k_usd"]})
+        else:
+            excluded.append({"source": common["source"], "objectives": ["inference_latency", "inference_cost"],
+                             "reason": f"inference accuracy {lat['accuracy']:.2f} below the threshold {lat['threshold']:g}"})
+    return rows, excluded
+
+
+def runs_table(runs: list[dict[str, Any]]) -> pd.DataFrame:
+    records = []
+    for r in runs:
+        tta, lat, info = r["tta"], r["latency"], r["run"]
+        records.append({
+            "entry": info["entry"], "seed": info["seed"], "task": info["task"], "model": info["model"],
+            "framework": info["framework"], "hardware": info["hardware"], "threshold": tta["threshold"],
+            "demo_threshold": tta["demo_threshold"], "reached": tta["reached"],
+            "epochs_to_accuracy": tta["epochs_to_accuracy"], "time_to_accuracy_hours": tta["time_to_accuracy_hours"],
+            "wall_time_to_accuracy_hours": tta["wall_time_to_accuracy_hours"], "cost_usd": tta["cost_usd"],
+            "best_metric": tta["best_metric"], "epochs_run": tta["epochs_run"], "training_hours": tta["training_hours"],
+            "inference_backend": lat["backend"], "inference_threads": lat["threads"], "inference_accuracy": lat["accuracy"],
+            "latency_mean_ms": lat["latency_mean_ms"], "latency_p50_ms": lat["latency_p50_ms"],
+            "latency_p90_ms": lat["latency_p90_ms"], "latency_p99_ms": lat["latency_p99_ms"],
+            "inference_cost_per_10k_usd": lat["cost_per_10k_usd"], "usd_per_hour": tta["usd_per_hour"],
+            "config_hash": info["config_hash"], "git_commit": info["environment"]["git"]["commit"],
+            "cpu_model": info["environment"]["cpu_model"], "threads": info["environment"]["threads"],
+            "finished": info["finished"],
+        })
+    return pd.DataFrame(records)
+
+
+def configure(p) -> None:
+    p.add_argument("--runs", nargs="+", required=True, type=Path, help="run directories (results/runs/<entry>/seed<k>)")
+    p.add_argument("--stability", nargs="*", default=[], type=Path, help="stability JSON of each entry")
+    p.add_argument("--config-name", default="", help="the configuration the runs came from (shown in the page)")
+    p.add_argument("--json", required=True, type=Path, help="output: leaderboard JSON")
+    p.add_argument("--html", required=True, type=Path, help="output: self-contained leaderboard HTML")
+    p.add_argument("--table", required=True, type=Path, help="output: all runs (Parquet)")
+    p.add_argument("--csv", required=True, type=Path, help="output: all runs (CSV)")
+
+
+def run(args) -> int:
+    runs = [load_run(d) for d in args.runs]
+    stability = [read_json(p) for p in args.stability]
+    rows, excluded = objective_rows(runs)
+    board = leaderboard.build(rows, excluded)
+    board["generated"] = now_iso()
+    board["config"] = args.config_name
+    table = runs_table(runs)
+    html = render_html(board, runs, stability, config_name=args.config_name)
+    write_parquet(args.table, table)
+    write_csv(args.csv, table)
+    write_json(args.json, board)
+    write_text(args.html, html)
+    filled = sum(1 for t in board["objectives"] if t["rows"])
+    print(f"report: {len(runs)} runs, {filled} non-empty objective tables, {len(excluded)} exclusions -> {args.html}")
+    return 0
+
+

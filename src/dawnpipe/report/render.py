@@ -1,0 +1,63 @@
+"""Render the leaderboard page from ``templates/leaderboard.html.j2``.
+
+Jinja2 autoescaping is on for the whole template: author names, model names
+and messages from submissions are data, never markup.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jinja2
+
+from dawnpipe.display import format_hours, format_ms, format_usd
+from dawnpipe.leaderboard import OBJECTIVES
+from dawnpipe.report.svg import line_chart
+from dawnpipe.tasks import all_tasks
+
+
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("dawnpipe", "templates"),
+        autoescape=True,  # every template, whatever its file name
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(hours=format_hours, usd=format_usd, ms=format_ms)
+    return env
+
+
+def time_axis(max_hours: float) -> tuple[str, float]:
+    """A readable unit for a training-time axis: (label, factor from hours)."""
+    if max_hours * 3600 < 600:
+        return "training time (s)", 3600.0
+    if max_hours * 60 < 600:
+        return "training time (min)", 60.0
+    return "training time (h)", 1.0
+
+
+def curves_by_task(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    tasks = all_tasks()
+    charts = {}
+    for name in sorted({r["run"]["task"] for r in runs}):
+        task = tasks[name]
+        mine = [r for r in runs if r["run"]["task"] == name]
+        label, factor = time_axis(max(float(r["log"]["hours"].max()) for r in mine))
+        series = [(f"{r['run']['entry']} s{r['run']['seed']}", (r["log"]["hours"] * factor).tolist(), r["log"][task.metric_column].tolist()) for r in mine]
+        thresholds = sorted({r["run"]["threshold"] for r in mine})
+        charts[name] = line_chart(series, x_label=label, y_label=task.metric_label, hline=thresholds[0] if len(thresholds) == 1 else None,
+                                  hline_label=f"threshold {thresholds[0]:g}" if len(thresholds) == 1 else "", title=f"{task.title}: accuracy against training time")
+    return charts
+
+
+def render_html(board: dict[str, Any], runs: list[dict[str, Any]], stability: list[dict[str, Any]], *, config_name: str) -> str:
+    tasks = all_tasks()
+    shown = {r["run"]["task"] for r in runs} | {t["task"] for t in board["objectives"] if t["rows"]}
+    tables = [t for t in board["objectives"] if t["task"] in shown]
+    env0 = runs[0]["run"]["environment"] if runs else {}
+    return _env().get_template("leaderboard.html.j2").render(
+        board=board, tables=tables, tasks=tasks, objectives=OBJECTIVES, runs=runs, stability=stability,
+        curves=curves_by_task(runs), config_name=config_name, machine=env0,
+        demo=any(t["demo_threshold"] for t in tables if t["rows"]) or any(r["run"]["demo_threshold"] for r in runs),
+    )

@@ -1,0 +1,1 @@
+"""Training: one entry, one seed, one per-epoch log (see dawnpipe.train.cli)."""

@@ -1,0 +1,77 @@
+"""The per-epoch log of a training run, shared by every framework's trainer.
+
+Two files: the DAWNBench v1 TSV (``epoch, hours, <metric columns>``; hours are
+cumulative *training-clock* hours) and a Parquet log with everything else.
+While training, both are rewritten atomically every epoch in the work
+directory; the declared outputs are written only when the run completes, so
+an interrupted run never leaves a file that looks finished.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from dawnpipe.display import format_hours
+from dawnpipe.fileio import write_parquet, write_text
+
+PARQUET_COLUMNS = [
+    "epoch", "hours", "wall_hours", "train_loss", "eval_loss", "eval_seconds", "checkpoint_seconds",
+    "epoch_train_seconds", "lr", "items_per_second",
+]
+
+
+class Logbook:
+    def __init__(self, metric_columns: tuple[str, ...], threshold_column: str, threshold: float, rows: list[dict] | None = None):
+        self.metric_columns = tuple(metric_columns)
+        self.threshold_column = threshold_column
+        self.threshold = threshold
+        self.rows: list[dict[str, Any]] = list(rows or [])
+
+    @property
+    def reached_row(self) -> dict[str, Any] | None:
+        for row in self.rows:
+            if row[self.threshold_column] >= self.threshold:
+                return row
+        return None
+
+    def add(self, row: dict[str, Any]) -> bool:
+        """Append an epoch; True if this is the first epoch at/above the threshold."""
+        first = self.reached_row is None and row[self.threshold_column] >= self.threshold
+        self.rows.append(row)
+        return first
+
+    def tsv_text(self) -> str:
+        cols = ["epoch", "hours", *self.metric_columns]
+        lines = ["\t".join(cols)]
+        for row in self.rows:
+            lines.append("\t".join(_fmt(row[c]) for c in cols))
+        return "\n".join(lines) + "\n"
+
+    def frame(self) -> pd.DataFrame:
+        cols = [c for c in PARQUET_COLUMNS if c != "epoch"]
+        return pd.DataFrame(self.rows, columns=["epoch", *self.metric_columns, *cols])
+
+    def write(self, tsv: Path, parquet: Path) -> None:
+        write_text(tsv, self.tsv_text())
+        write_parquet(parquet, self.frame())
+
+    def progress_line(self, row: dict[str, Any], total_epochs: int, first_reached: bool) -> str:
+        metrics = "  ".join(f"{c} {row[c]:.2f}" for c in self.metric_columns)
+        line = (
+            f"epoch {row['epoch']:>3}/{total_epochs}  loss {row['train_loss']:.4f}  {metrics}  "
+            f"clock {format_hours(row['hours'])}  epoch {row['epoch_train_seconds']:.1f}s  "
+            f"{row['items_per_second']:.0f} items/s  lr {row['lr']:.4g}  eval {row['eval_seconds']:.1f}s"
+        )
+        if first_reached:
+            line += f"  <- threshold {self.threshold:g} reached"
+        return line
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return repr(round(value, 10)) if math.isfinite(value) else "nan"
+    return str(value)

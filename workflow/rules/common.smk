@@ -1,0 +1,131 @@
+# Helpers shared by the rules: get_* return paths/values for a rule, is_* answer
+# questions. Entries are read here once, at parse time.
+import os
+import sys
+
+from snakemake.utils import validate
+
+# Rules run `python -m dawnpipe`; make the package importable without installing
+# it (conda envs from envs/*.yaml hold only third-party packages).
+SRC = os.path.join(workflow.basedir, "src")
+sys.path.insert(0, SRC)
+os.environ["PYTHONPATH"] = SRC + os.pathsep + os.environ.get("PYTHONPATH", "")
+
+from dawnpipe.entries import config_hash, load_entry, run_settings  # noqa: E402
+from dawnpipe.errors import DawnpipeError  # noqa: E402
+from dawnpipe.tasks import get_task  # noqa: E402
+
+
+validate(config, "../schemas/config.schema.yaml")
+
+try:
+    ENTRIES = {e: load_entry(os.path.join(config["entries_dir"], f"{e}.yaml")) for e in config["entries"]}
+    for _entry in ENTRIES.values():
+        get_task(_entry["task"])
+except (DawnpipeError, OSError) as _err:
+    raise WorkflowError(f"bad entry: {_err}")
+
+
+wildcard_constraints:
+    entry="|".join(ENTRIES),
+    seed=r"\d+",
+    task=r"[a-z0-9-]+",
+
+
+def get_entry(wildcards):
+    return ENTRIES[wildcards.entry]
+
+
+def get_entry_file(wildcards):
+    return os.path.join(config["entries_dir"], f"{wildcards.entry}.yaml")
+
+
+def get_threshold(task_name):
+    return float(config["thresholds"].get(task_name, get_task(task_name).threshold))
+
+
+def get_prepared(wildcards):
+    return f"data/prepared/{ENTRIES[wildcards.entry]['task']}"
+
+
+def get_data_source_arg(wildcards):
+    source = config["data_sources"].get(wildcards.task)
+    return f"--source {source}" if source else ""
+
+
+def get_run_settings_hash(wildcards):
+    """Everything that decides a training run's result. A params value, so an
+    edited comment (in the config or an entry file) does not retrain, while any
+    changed value does."""
+    entry = dict(ENTRIES[wildcards.entry])
+    task = get_task(entry["task"])
+    settings = run_settings(
+        entry, seed=int(wildcards.seed), threshold=get_threshold(entry["task"]),
+        official_threshold=task.threshold, train_limit=config["train_limit"],
+        test_limit=config["test_limit"], stop_at_threshold=config["stop_at_threshold"],
+    )
+    return config_hash(settings)
+
+
+def get_train_args(wildcards):
+    entry = ENTRIES[wildcards.entry]
+    args = [f"--threshold {get_threshold(entry['task'])}"]
+    if config["train_limit"]:
+        args.append(f"--train-limit {config['train_limit']}")
+    if config["test_limit"]:
+        args.append(f"--test-limit {config['test_limit']}")
+    if config["stop_at_threshold"]:
+        args.append("--stop-at-threshold")
+    return " ".join(args)
+
+
+def get_infer_args(wildcards):
+    return f"--limit {config['test_limit']}" if config["test_limit"] else ""
+
+
+def get_train_env(wildcards):
+    return "../../envs/train-tf.yaml" if is_tensorflow(wildcards) else "../../envs/train-torch.yaml"
+
+
+def is_tensorflow(wildcards):
+    return ENTRIES[wildcards.entry]["framework"] == "tensorflow"
+
+
+def get_train_code(wildcards):
+    """The package code a training run depends on: editing the trainer or a
+    model retrains; editing the report does not."""
+    pkg = os.path.join(SRC, "dawnpipe")
+    files = ["train/cli.py", "train/logbook.py", "train/schedule.py", "data/loader.py", "entries.py"]
+    files += ["train/tf_trainer.py", "models/tf_zoo.py"] if is_tensorflow(wildcards) else ["train/torch_trainer.py", "models/torch_zoo.py"]
+    return [os.path.relpath(os.path.join(pkg, f)) for f in files if os.path.exists(os.path.join(pkg, f))]
+
+
+def get_run_dirs():
+    return [f"results/runs/{e}/seed{s}" for e in ENTRIES for s in config["seeds"]]
+
+
+def get_run_files(name):
+    return [f"{d}/{name}" for d in get_run_dirs()]
+
+
+def get_seed_results(wildcards):
+    return [f"results/runs/{wildcards.entry}/seed{s}/time_to_accuracy.json" for s in config["seeds"]]
+
+
+def get_tasks():
+    return sorted({e["task"] for e in ENTRIES.values()})
+
+
+def get_timed_threads():
+    """Timed jobs take every core Snakemake was given (profiles may override
+    with set-threads), so a measurement never shares the CPU with another job."""
+    return max(1, workflow.cores or 1)
+
+
+def get_train_runtime(wildcards, attempt):
+    """Minutes of walltime; grows with each retry after a timeout."""
+    return 120 * attempt
+
+
+def get_infer_runtime(wildcards, attempt):
+    return 60 * attempt

@@ -1,0 +1,28 @@
+# The leaderboard: JSON, one offline HTML page and a table of all runs.
+
+
+rule report:
+    input:
+        tta=get_run_files("time_to_accuracy.json"),
+        latency=get_run_files("latency.json"),
+        logs=get_run_files("train.parquet"),
+        stability=expand("results/stability/{entry}.json", entry=ENTRIES),
+    output:
+        json="results/leaderboard.json",
+        html="results/leaderboard.html",
+        table="results/runs.parquet",
+        csv="results/runs.csv",
+    log:
+        "results/logs/report.log",
+    params:
+        runs=get_run_dirs(),
+        name=config["name"],
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    conda:
+        "../../envs/report.yaml"
+    shell:
+        "python -m dawnpipe report --runs {params.runs} --stability {input.stability} --config-name {params.name}"
+        " --json {output.json} --html {output.html} --table {output.table} --csv {output.csv} > {log} 2>&1"
