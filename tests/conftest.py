@@ -1,0 +1,88 @@
+"""Shared fixtures: the project root, the shared data beside it, a subprocess
+runner for the real CLI, and one real Snakemake run of config/test.yaml that
+several end-to-end tests inspect (session scope: it trains real models)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared"
+# What a copy of the project needs to run the workflow (no data, no results).
+PROJECT_PARTS = ["Snakefile", "workflow", "config", "profiles", "envs", "src", "pyproject.toml"]
+
+
+def tool_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment for subprocesses: this interpreter's bin dir first on PATH
+    (snakemake, dvc), this checkout's src importable."""
+    env = dict(os.environ)
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + env.get("PYTHONPATH", "")
+    env.setdefault("PYTHONHASHSEED", "0")
+    env.update(extra or {})
+    return env
+
+
+def run_cli(*args: str, cwd: Path | None = None, check: bool = False, timeout: float = 600, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run ``python -m dawnpipe ARGS`` for real; returns the completed process (text)."""
+    proc = subprocess.run([sys.executable, "-m", "dawnpipe", *args], cwd=cwd, env=env or tool_env(),
+                          capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"dawnpipe {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def run_snakemake(workdir: Path, *args: str, timeout: float = 1200, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run(["snakemake", *args], cwd=workdir, env=tool_env(), capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"snakemake {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}")
+    return proc
+
+
+def copy_project(dest: Path) -> Path:
+    dest.mkdir(parents=True, exist_ok=True)
+    for part in PROJECT_PARTS:
+        src = ROOT / part
+        if src.is_dir():
+            shutil.copytree(src, dest / part, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+        elif src.exists():
+            shutil.copy2(src, dest / part)
+    return dest
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    if not SHARED.is_dir():
+        pytest.skip(f"{SHARED} is absent (the shared data beside the repository)")
+    return SHARED
+
+
+@pytest.fixture(scope="session")
+def dawnbench_entries(shared_dir) -> Path:
+    path = shared_dir / "dawnbench-entries"
+    if not path.is_dir():
+        pytest.skip(f"{path} is absent (real DAWNBench submissions)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def fashion_mnist_source() -> str | None:
+    """Where the real Fashion-MNIST comes from offline, or skip."""
+    local = Path("/usr/share/datasets/fashion-mnist")
+    if not local.is_dir():
+        pytest.skip("the Debian package dataset-fashion-mnist is not installed and there is no network")
+    return str(local)
+
+
+@pytest.fixture(scope="session")
+def test_workflow(tmp_path_factory, fashion_mnist_source) -> Path:
+    """A copy of the project where config/test.yaml has run to the leaderboard."""
+    work = copy_project(tmp_path_factory.mktemp("wf"))
+    run_snakemake(work, "results/leaderboard.html", "--configfile", "config/test.yaml")
+    return work
