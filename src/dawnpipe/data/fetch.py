@@ -154,12 +154,22 @@ def fetch(task_name: str, dest: Path, *, source: str | None = None, cache: Path 
         if not isinstance(override, dict) or not isinstance(override.get("files"), dict):
             raise DawnpipeError(f"{expect}: expected a mapping with 'files: {{name: {{sha256, bytes}}}}'")
         spec_data["files"] = override["files"]
-    if spec_data.get("kind") != "idx":
-        raise DawnpipeError(f"task {task_name}: no fetcher for data kind {spec_data.get('kind')!r}")
     cache = cache or dest.parent / f".{dest.name}.partial"
-    files = fetch_files(spec_data["files"], dest, cache, source, spec_data)
+    kind = spec_data.get("kind")
+    if kind not in FETCHERS:
+        raise DawnpipeError(f"task {task_name}: no fetcher for data kind {kind!r} (known: {', '.join(FETCHERS)})")
+    files = FETCHERS[kind](spec_data, dest, cache, source)
     write_json(dest / "fetch.json", {"task": task_name, "files": files})
     return dest
+
+
+def fetch_listed_files(spec_data: dict, dest: Path, cache: Path, source: str | None) -> dict[str, Any]:
+    """Kinds whose raw data is a fixed list of files with known checksums."""
+    return fetch_files(spec_data["files"], dest, cache, source, spec_data)
+
+
+# data kind (tasks/*.yaml `data.kind`) -> function(spec_data, dest, cache, source) -> record of files
+FETCHERS = {"idx": fetch_listed_files}
 
 
 def configure(p) -> None:

@@ -33,7 +33,7 @@ def save_array(path: Path, array: np.ndarray) -> dict:
 
 
 def prepare_idx(task, raw: Path, out: Path) -> dict:
-    splits = {}
+    splits: dict = {}
     for split, spec in task.data["splits"].items():
         images = read_idx(raw / spec["images"])
         labels = read_idx(raw / spec["labels"])
@@ -52,7 +52,7 @@ def prepare_idx(task, raw: Path, out: Path) -> dict:
             "class_counts": {c: int(n) for c, n in zip(task.data["classes"], counts)},
         }
         print(f"prepare: {split}: {images.shape[0]} items, shape {tuple(images.shape[1:])}")
-    return splits
+    return {"format": "npy-uint8", "classes": task.data["classes"], "splits": splits}
 
 
 def prepare(task_name: str, raw: Path, out: Path) -> Path:
@@ -63,11 +63,17 @@ def prepare(task_name: str, raw: Path, out: Path) -> Path:
     if read_json(fetched).get("task") != task_name:
         raise DawnpipeError(f"{fetched}: fetched for task {read_json(fetched).get('task')!r}, not {task_name!r}")
     out.mkdir(parents=True, exist_ok=True)
-    if task.data.get("kind") != "idx":
-        raise DawnpipeError(f"task {task_name}: no preparer for data kind {task.data.get('kind')!r}")
-    splits = prepare_idx(task, raw, out)
-    write_json(out / "manifest.json", {"task": task_name, "format": "npy-uint8", "classes": task.data["classes"], "splits": splits})
+    kind = task.data.get("kind")
+    if kind not in PREPARERS:
+        raise DawnpipeError(f"task {task_name}: no preparer for data kind {kind!r} (known: {', '.join(PREPARERS)})")
+    manifest = PREPARERS[kind](task, raw, out)
+    write_json(out / "manifest.json", {"task": task_name, **manifest})
     return out
+
+
+# data kind (tasks/*.yaml `data.kind`) -> function(task, raw, out) -> manifest fields
+# ("format", "splits", ...); manifest.json is written last, by prepare().
+PREPARERS = {"idx": prepare_idx}
 
 
 def configure(p) -> None:

@@ -51,13 +51,25 @@ def curves_by_task(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return charts
 
 
+# Sections after the objective tables, in page order: (template, predicate
+# deciding whether the page has anything to show in it). A new analysis adds
+# its template under templates/sections/ and one line here; the context is
+# the same for all (board, runs, stability, ...).
+SECTIONS = [
+    ("sections/excluded.html.j2", lambda ctx: bool(ctx["board"]["excluded"])),
+    ("sections/stability.html.j2", lambda ctx: bool(ctx["stability"])),
+    ("sections/runs.html.j2", lambda ctx: bool(ctx["runs"])),
+]
+
+
 def render_html(board: dict[str, Any], runs: list[dict[str, Any]], stability: list[dict[str, Any]], *, config_name: str) -> str:
     tasks = all_tasks()
     shown = {r["run"]["task"] for r in runs} | {t["task"] for t in board["objectives"] if t["rows"]}
     tables = [t for t in board["objectives"] if t["task"] in shown]
-    env0 = runs[0]["run"]["environment"] if runs else {}
-    return _env().get_template("leaderboard.html.j2").render(
+    ctx: dict[str, Any] = dict(
         board=board, tables=tables, tasks=tasks, objectives=OBJECTIVES, runs=runs, stability=stability,
-        curves=curves_by_task(runs), config_name=config_name, machine=env0,
+        curves=curves_by_task(runs), config_name=config_name, machine=runs[0]["run"]["environment"] if runs else {},
         demo=any(t["demo_threshold"] for t in tables if t["rows"]) or any(r["run"]["demo_threshold"] for r in runs),
     )
+    ctx["sections"] = [{"template": name} for name, wanted in SECTIONS if wanted(ctx)]
+    return _env().get_template("leaderboard.html.j2").render(**ctx)

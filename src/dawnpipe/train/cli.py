@@ -37,6 +37,16 @@ def configure(p) -> None:
     p.add_argument("--no-resume", action="store_true", help="ignore saved per-epoch state and start from scratch")
 
 
+def trainer_for(entry: dict):
+    """(Outputs, train) of the module that trains ``entry``; imported only when used,
+    so PyTorch jobs never import TensorFlow and the reverse."""
+    if entry["framework"] == "tensorflow":
+        from dawnpipe.train.tf_trainer import Outputs, train
+    else:
+        from dawnpipe.train.torch_trainer import Outputs, train
+    return Outputs, train
+
+
 def settings_from_args(args) -> dict:
     entry = load_entry(args.entry)
     task = get_task(entry["task"])
@@ -53,10 +63,7 @@ def run(args) -> int:
     work_dir = args.work_dir or args.run_json.parent / ".work"
     work_dir.mkdir(parents=True, exist_ok=True)
     started = now_iso()
-    if entry["framework"] == "pytorch":
-        from dawnpipe.train.torch_trainer import Outputs, train
-    else:
-        from dawnpipe.train.tf_trainer import Outputs, train  # imported only by TensorFlow jobs
+    Outputs, train = trainer_for(entry)
     summary = train(settings, args.data, Outputs(args.tsv, args.log_parquet, args.checkpoint, args.run_json, work_dir),
                     threads=args.threads, resume=not args.no_resume)
     environment = {**base_environment(), **summary.pop("environment")}
