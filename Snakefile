@@ -18,6 +18,7 @@ if not workflow.config_settings.configfiles:
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
+include: "workflow/rules/infer.smk"
 include: "workflow/rules/analysis.smk"
 include: "workflow/rules/report.smk"
 

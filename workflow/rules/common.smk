@@ -13,6 +13,7 @@ os.environ["PYTHONPATH"] = SRC + os.pathsep + os.environ.get("PYTHONPATH", "")
 
 from dawnpipe.entries import config_hash, load_entry, run_settings  # noqa: E402
 from dawnpipe.errors import DawnpipeError  # noqa: E402
+from dawnpipe.infer.backends import BACKENDS, backends_for, code_modules  # noqa: E402
 from dawnpipe.tasks import get_task  # noqa: E402
 
 
@@ -25,11 +26,20 @@ try:
 except (DawnpipeError, OSError) as _err:
     raise WorkflowError(f"bad entry: {_err}")
 
+try:
+    for _id, _entry in ENTRIES.items():
+        if not backends_for(_entry["framework"], config["inference"]["backends"]):
+            raise DawnpipeError(f"entry {_id} ({_entry['framework']}): none of inference.backends "
+                                f"{config['inference']['backends']} reads its checkpoints")
+except DawnpipeError as _err:
+    raise WorkflowError(f"config inference.backends: {_err}")
+
 
 wildcard_constraints:
     entry="|".join(ENTRIES),
     seed=r"\d+",
     task=r"[a-z0-9-]+",
+    backend="|".join(BACKENDS),
 
 
 def get_entry(wildcards):
@@ -81,6 +91,23 @@ def get_train_args(wildcards):
 
 def get_infer_args(wildcards):
     return f"--limit {config['test_limit']}" if config["test_limit"] else ""
+
+
+def get_backends(entry_id):
+    """Inference backends timed for an entry: those of config inference.backends
+    that read its framework's checkpoints, in the config's order."""
+    return backends_for(ENTRIES[entry_id]["framework"], config["inference"]["backends"])
+
+
+def get_latency_files():
+    return [f"results/runs/{e}/seed{s}/latency/{b}.json" for e in ENTRIES for s in config["seeds"] for b in get_backends(e)]
+
+
+def get_infer_code(wildcards):
+    """The package code an inference result depends on: the timing loop and
+    the backend's own modules; editing another backend reruns nothing here."""
+    files = [os.path.join(SRC, *m.split(".")) + ".py" for m in code_modules(wildcards.backend)]
+    return [os.path.relpath(f) for f in files if os.path.exists(f)]
 
 
 def get_train_env(wildcards):

@@ -33,33 +33,3 @@ rule train:
         " --tsv {output.tsv} --log-parquet {output.parquet} --checkpoint {output.checkpoint}"
         " --run-json {output.run} --work-dir {params.work} --threads {threads} {params.args} 2>&1 | tee {log}"
 
-
-rule infer:
-    input:
-        checkpoint="results/runs/{entry}/seed{seed}/model.pt",
-        run="results/runs/{entry}/seed{seed}/run.json",
-        data=get_prepared,
-        prices=config["prices"],
-    output:
-        summary="results/runs/{entry}/seed{seed}/latency.json",
-        per_item="results/runs/{entry}/seed{seed}/latency.parquet",
-    log:
-        "results/logs/infer/{entry}/seed{seed}.log",
-    benchmark:
-        "results/benchmarks/infer/{entry}/seed{seed}.tsv"
-    params:
-        args=get_infer_args,
-        warmup=config["inference"]["warmup"],
-        # framework threads; the job itself reserves the whole machine (threads:)
-        framework_threads=config["inference"]["threads"],
-    threads: get_timed_threads()
-    resources:
-        mem_mb=4000,
-        runtime=get_infer_runtime,
-        timing=1,
-    conda:
-        get_train_env
-    shell:
-        "python -m dawnpipe infer --checkpoint {input.checkpoint} --run-json {input.run} --data {input.data}"
-        " --prices {input.prices} --out {output.summary} --items-parquet {output.per_item}"
-        " --threads {params.framework_threads} --warmup {params.warmup} {params.args} 2>&1 | tee {log}"

@@ -1,92 +1,88 @@
-"""infer: latency of answering the inference set one item at a time.
+"""infer: latency and cost of answering the inference set one item at a time
+with one backend (SPEC.md objectives 3-4).
 
-    python -m dawnpipe infer --checkpoint results/runs/E/seed0/model.pt \\
+    python -m dawnpipe infer --backend onnxruntime --checkpoint results/runs/E/seed0/model.pt \\
         --run-json results/runs/E/seed0/run.json --data data/prepared/fashion-mnist \\
-        --prices config/prices.yaml --out results/runs/E/seed0/latency.json \\
-        --items-parquet results/runs/E/seed0/latency.parquet --threads 1
+        --prices config/prices.yaml --out results/runs/E/seed0/latency/onnxruntime.json \\
+        --items-parquet results/runs/E/seed0/latency/onnxruntime.parquet --threads 1 --warmup 50
 
-The first ``--warmup`` items are answered once untimed (reported, excluded);
-then every item of the set is timed on its own: from the stored uint8 item to
-the predicted class id. The mean (total time / items) ranks; p50/p90/p99/max
-describe the distribution. Accuracy is recomputed from these same answers: a
-model below the threshold is measured but marked ``meets_threshold: false``.
+The checkpoint is the one the train stage kept: the first epoch at the
+threshold (the last epoch of a run that never reached it). The backend turns
+it into a predictor and checks the predictor's logits against the checkpoint's
+before anything is timed. Then the first ``--warmup`` items are answered
+untimed (their times are reported), and every item of the set is timed on its
+own, from the stored uint8 item to the predicted class id. The mean
+(total / items) ranks; p50/p90/p99/max describe the distribution. Accuracy is
+recomputed from these same answers: below the threshold, the result is kept
+but marked ``meets_threshold: false`` (the leaderboard lists it as excluded,
+with its accuracy).
 """
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from dawnpipe.data.loader import load_split
+from dawnpipe.errors import DawnpipeError, UsageError
 from dawnpipe.fileio import read_json, write_json, write_parquet
-from dawnpipe.infer.latency import latency_stats
+from dawnpipe.infer.backends import BACKENDS, get_backend, load_backend
+from dawnpipe.infer.predictor import CALIBRATION_ITEMS, PrepareContext
+from dawnpipe.infer.result import latency_record
+from dawnpipe.infer.timing import time_items
 from dawnpipe.prices import load_prices, price_per_hour
-from dawnpipe.progress import progress
-from dawnpipe.schemas.results import LatencyResult, validate
+from dawnpipe.runinfo import cpu_model, now_iso
 from dawnpipe.tasks import get_task
-from dawnpipe.tta import inference_cost_per_10k
-
-
-def time_items(predict, images: np.ndarray, labels: np.ndarray, warmup: int, desc: str):
-    for i in range(min(warmup, len(images))):
-        predict(images[i])
-    seconds = np.empty(len(images))
-    correct = np.empty(len(images), dtype=bool)
-    clock = time.perf_counter
-    for i in progress(range(len(images)), desc=desc, unit="item"):
-        item = images[i]
-        start = clock()
-        pred = predict(item)
-        seconds[i] = clock() - start
-        correct[i] = pred == labels[i]
-    return seconds, correct
 
 
 def configure(p) -> None:
+    p.add_argument("--backend", default="eager", help=f"inference backend (one of: {', '.join(BACKENDS)}; default eager)")
     p.add_argument("--checkpoint", required=True, type=Path, help="model.pt written by the train stage")
     p.add_argument("--run-json", required=True, type=Path, help="the run's run.json (entry, threshold, hardware)")
     p.add_argument("--data", required=True, type=Path, help="prepared data directory")
     p.add_argument("--prices", required=True, type=Path, help="price table (config/prices.yaml)")
-    p.add_argument("--out", required=True, type=Path, help="output: latency summary JSON")
-    p.add_argument("--items-parquet", required=True, type=Path, help="output: per-item latencies (Parquet)")
-    p.add_argument("--threads", type=int, default=1, help="CPU threads of the framework (recorded; default 1)")
-    p.add_argument("--warmup", type=int, default=50, help="untimed warm-up items before timing (default 50)")
+    p.add_argument("--out", required=True, type=Path, help="output: the inference result (JSON)")
+    p.add_argument("--items-parquet", required=True, type=Path, help="output: per-item latencies and answers (Parquet)")
+    p.add_argument("--threads", type=int, default=1, help="CPU threads of the framework while answering (recorded; default 1)")
+    p.add_argument("--warmup", type=int, default=50, help="untimed warm-up items before timing (reported; default 50)")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto", help="where to answer (auto: CUDA when present)")
     p.add_argument("--limit", type=int, help="answer only the first N items (demo/test configs)")
 
 
 def run(args) -> int:
-    import torch
-
-    from dawnpipe.infer.torch_backend import eager_predictor, load_checkpoint
-
-    torch.set_num_threads(args.threads)
+    if args.threads < 1:
+        raise UsageError(f"--threads must be at least 1, not {args.threads}")
+    if args.warmup < 0:
+        raise UsageError(f"--warmup must be non-negative, not {args.warmup}")
+    backend = get_backend(args.backend)
     run_info = read_json(args.run_json)
+    if run_info["framework"] != backend.framework:
+        raise DawnpipeError(f"{args.run_json}: a {run_info['framework']} run; backend {backend.name} reads {backend.framework} checkpoints")
     task = get_task(run_info["task"])
-    split = load_split(args.data, "test", args.limit)
-    images, labels = np.array(split.images), np.array(split.labels)
-    device = torch.device("cuda" if run_info["environment"].get("device", "cpu").startswith("cuda") and torch.cuda.is_available() else "cpu")
-    predict = eager_predictor(load_checkpoint(args.checkpoint), device)
-    seconds, correct = time_items(predict, images, labels, args.warmup, f"infer {run_info['entry']} s{run_info['seed']}")
-    accuracy = 100.0 * float(correct.mean())
     usd_per_hour = price_per_hour(load_prices(args.prices), run_info["hardware"])
-    stats = latency_stats(seconds)
-    record = {
-        "entry": run_info["entry"], "seed": int(run_info["seed"]), "task": task.name, "model": run_info["model"],
-        "framework": run_info["framework"], "hardware": run_info["hardware"], "backend": "eager",
-        "device": str(device), "threads": torch.get_num_threads(), "items": int(len(images)),
-        "official_items": task.inference_items, "warmup_items": min(args.warmup, len(images)),
-        "accuracy": accuracy, "metric": task.metric_column, "threshold": float(run_info["threshold"]),
-        "demo_threshold": bool(run_info["demo_threshold"]), "meets_threshold": accuracy >= run_info["threshold"],
-        **stats, "usd_per_hour": usd_per_hour,
-        "cost_per_10k_usd": inference_cost_per_10k(stats["latency_mean_ms"], usd_per_hour),
-    }
-    validate(LatencyResult, pd.DataFrame([record]), f"latency of {args.checkpoint}")
-    write_parquet(args.items_parquet, pd.DataFrame({"item": np.arange(len(images)), "latency_ms": seconds * 1000.0, "correct": correct}))
+    split = load_split(args.data, "test", args.limit)
+    images, labels = np.array(split.images), np.array(split.labels)  # in memory: no disk reads while timing
+    print(f"infer: {run_info['entry']} seed {run_info['seed']}, backend {backend.name}: preparing {args.checkpoint}", flush=True)
+    calibration = np.array(load_split(args.data, "train", CALIBRATION_ITEMS).images)
+    ctx = PrepareContext(checkpoint=args.checkpoint, device=args.device, threads=args.threads, check_items=images, calibration_items=calibration)
+    predictor = load_backend(backend.name).prepare(ctx)
+    check = predictor.export_check
+    print(f"infer: {backend.name} ready in {predictor.notes.get('prepare_seconds', float('nan')):.1f}s on {predictor.device}, "
+          f"{predictor.threads} threads, {predictor.framework_version}; outputs equal the checkpoint's on {check['items']} items "
+          f"(max |difference| {check['max_abs_diff']:.2g})", flush=True)
+    times = time_items(predictor.predict, images, warmup=args.warmup, sync=predictor.sync,
+                       desc=f"infer {run_info['entry']} s{run_info['seed']} {backend.name}")
+    record, per_item = latency_record(run_info=run_info, task=task, predictor=predictor, times=times, labels=labels,
+                                      usd_per_hour=usd_per_hour, checkpoint=args.checkpoint, cpu_model=cpu_model(), measured=now_iso())
+    write_parquet(args.items_parquet, per_item)
     write_json(args.out, record)
-    print(f"infer: {record['entry']} seed {record['seed']}: mean {stats['latency_mean_ms']:.4f} ms, p50 {stats['latency_p50_ms']:.4f}, "
-          f"p99 {stats['latency_p99_ms']:.4f} over {len(images)} items ({record['threads']} threads); accuracy {accuracy:.2f}%"
-          + ("" if record["meets_threshold"] else f" < threshold {run_info['threshold']:g}: excluded from the latency ranking"))
+    cost = record["cost_per_10k_usd"]
+    print(f"infer: {record['entry']} seed {record['seed']} {backend.name}: mean {record['latency_mean_ms']:.4f} ms, "
+          f"p50 {record['latency_p50_ms']:.4f}, p90 {record['latency_p90_ms']:.4f}, p99 {record['latency_p99_ms']:.4f}, "
+          f"max {record['latency_max_ms']:.4f} over {record['items']} items ({record['threads']} threads; "
+          f"{record['warmup_items']} warm-up items excluded, mean {record['warmup_mean_ms'] or 0:.4f} ms); "
+          + (f"${cost:.6f} per 10,000 items; " if cost is not None else "no price known; ")
+          + f"{task.inference_accuracy_field} {record['accuracy']:.2f}"
+          + ("" if record["meets_threshold"] else f" < threshold {record['threshold']:g}: excluded from the latency ranking"))
     return 0

@@ -12,6 +12,7 @@ import jinja2
 
 from dawnpipe.display import format_hours, format_ms, format_usd
 from dawnpipe.leaderboard import OBJECTIVES
+from dawnpipe.report.latency_views import latency_against_training, latency_distribution
 from dawnpipe.report.svg import line_chart
 from dawnpipe.tasks import all_tasks
 
@@ -25,6 +26,7 @@ def _env() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters.update(hours=format_hours, usd=format_usd, ms=format_ms)
+    env.globals.update(latency_distribution=latency_distribution, latency_against_training=latency_against_training)
     return env
 
 
@@ -58,6 +60,7 @@ def curves_by_task(runs: list[dict[str, Any]]) -> dict[str, Any]:
 SECTIONS = [
     ("sections/excluded.html.j2", lambda ctx: bool(ctx["board"]["excluded"])),
     ("sections/stability.html.j2", lambda ctx: bool(ctx["stability"])),
+    ("sections/inference.html.j2", lambda ctx: any(r["latencies"] for r in ctx["runs"])),
     ("sections/runs.html.j2", lambda ctx: bool(ctx["runs"])),
 ]
 

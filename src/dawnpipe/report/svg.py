@@ -5,6 +5,7 @@ Every piece of text is escaped here; the result is marked safe for Jinja.
 
 from __future__ import annotations
 
+import bisect
 import math
 from html import escape
 from typing import Sequence
@@ -70,5 +71,113 @@ def line_chart(series: Sequence[tuple[str, Sequence[float], Sequence[float]]], *
         ly = T + 12 + 16 * i
         out.append(f'<rect x="{W - R + 10}" y="{ly - 8}" width="10" height="10" fill="{color}"/>'
                    f'<text x="{W - R + 24}" y="{ly + 1}">{escape(label[:24])}</text>')
+    out.append("</svg>")
+    return Markup("".join(out))
+
+
+# ---------------------------------------------------------------- log axes, histograms, scatters
+def _log_ticks(lo: float, hi: float) -> list[float]:
+    """1-2-5 ticks of a logarithmic axis from lo to hi (both > 0)."""
+    ticks = []
+    for k in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1):
+        ticks += [m * 10.0 ** k for m in (1, 2, 5) if lo <= m * 10.0 ** k <= hi]
+    return ticks or [lo, hi]
+
+
+class _Axis:
+    """Maps data values to pixels along [p0, p1], linearly or logarithmically."""
+
+    def __init__(self, lo: float, hi: float, p0: float, p1: float, log: bool):
+        if log:
+            lo, hi = math.log10(lo), math.log10(hi)
+        self.lo, self.hi, self.p0, self.p1, self.log = lo, (hi if hi > lo else lo + 1.0), p0, p1, log
+
+    def __call__(self, v: float) -> float:
+        v = math.log10(v) if self.log else v
+        return self.p0 + (v - self.lo) / (self.hi - self.lo) * (self.p1 - self.p0)
+
+    def ticks(self) -> list[float]:
+        if self.log:
+            return _log_ticks(10 ** self.lo, 10 ** self.hi)
+        return _ticks(self.lo, self.hi)
+
+
+def _frame(x: _Axis, y: _Axis, *, x_label: str, y_label: str, title: str, width: int = W, right: int = R) -> list[str]:
+    pw, ph = width - L - right, H - T - B
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {H}" class="chart" role="img" aria-label="{escape(title or y_label)}">',
+           f'<rect x="{L}" y="{T}" width="{pw}" height="{ph}" fill="#fff" stroke="#999"/>']
+    for t in x.ticks():
+        out.append(f'<line x1="{x(t):.1f}" y1="{T + ph}" x2="{x(t):.1f}" y2="{T + ph + 4}" stroke="#666"/>'
+                   f'<text x="{x(t):.1f}" y="{T + ph + 16}" text-anchor="middle">{escape(_fmt(t))}</text>')
+    for t in y.ticks():
+        out.append(f'<line x1="{L - 4}" y1="{y(t):.1f}" x2="{L + pw}" y2="{y(t):.1f}" stroke="#eee"/>'
+                   f'<text x="{L - 6}" y="{y(t) + 4:.1f}" text-anchor="end">{escape(_fmt(t))}</text>')
+    out.append(f'<text x="{L + pw / 2}" y="{H - 8}" text-anchor="middle">{escape(x_label)}</text>')
+    out.append(f'<text transform="translate(14 {T + ph / 2}) rotate(-90)" text-anchor="middle">{escape(y_label)}</text>')
+    return out
+
+
+def histogram(values: Sequence[float], *, x_label: str, marks: Sequence[tuple[str, float]] = (), bins: int = 40,
+              title: str = "", log_x: bool = True) -> Markup:
+    """Counts of ``values`` in ``bins`` bins (log-spaced when ``log_x``: latency
+    tails span decades), with labelled vertical lines at ``marks`` (label, value)."""
+    vals = [v for v in values if math.isfinite(v) and (v > 0 or not log_x)]
+    if not vals:
+        return Markup('<p class="empty">no data to plot</p>')
+    lo, hi = min(vals), max(vals)
+    if hi <= lo:
+        lo, hi = (lo / 1.5, hi * 1.5) if log_x else (lo - 0.5, hi + 0.5)
+    if log_x:
+        edges = [10 ** (math.log10(lo) + (math.log10(hi) - math.log10(lo)) * i / bins) for i in range(bins + 1)]
+    else:
+        edges = [lo + (hi - lo) * i / bins for i in range(bins + 1)]
+    counts = [0] * bins
+    for v in vals:
+        counts[min(max(bisect.bisect_right(edges, v) - 1, 0), bins - 1)] += 1
+    width, right = 480, 20
+    x = _Axis(lo, hi, L, width - right, log_x)
+    y = _Axis(0, max(counts) * 1.1, T + H - T - B, T, False)
+    out = _frame(x, y, x_label=x_label, y_label="items", title=title, width=width, right=right)
+    for c, a, b in zip(counts, edges, edges[1:]):
+        if c:
+            out.append(f'<rect x="{x(a):.1f}" y="{y(c):.1f}" width="{max(x(b) - x(a) - 0.5, 0.5):.1f}" height="{y(0) - y(c):.1f}" fill="{PALETTE[0]}">'
+                       f'<title>{escape(f"{c} items in [{_fmt(a)}, {_fmt(b)})")}</title></rect>')
+    for i, (label, v) in enumerate(marks):
+        if math.isfinite(v) and lo <= v <= hi:
+            color = PALETTE[(i + 1) % len(PALETTE)]
+            out.append(f'<line x1="{x(v):.1f}" y1="{T}" x2="{x(v):.1f}" y2="{y(0):.1f}" stroke="{color}" stroke-dasharray="4 3"/>'
+                       f'<text x="{x(v) + 3:.1f}" y="{T + 12 + 13 * i}" fill="{color}">{escape(label)}</text>')
+    if title:
+        out.append(f'<text x="{L + 4}" y="{T - 6}">{escape(title)}</text>')
+    out.append("</svg>")
+    return Markup("".join(out))
+
+
+def scatter(points: Sequence[tuple[str, str, float, float]], *, x_label: str, y_label: str, title: str = "",
+            log_x: bool = False, log_y: bool = False) -> Markup:
+    """points: (group, label, x, y); one colour per group (legend), ``label`` on hover."""
+    pts = [p for p in points if math.isfinite(p[2]) and math.isfinite(p[3]) and (p[2] > 0 or not log_x) and (p[3] > 0 or not log_y)]
+    if not pts:
+        return Markup('<p class="empty">no data to plot</p>')
+
+    def span(vs, log):
+        lo, hi = min(vs), max(vs)
+        if log:
+            return lo / 1.3, hi * 1.3
+        pad = (hi - lo) * 0.08 or abs(hi) * 0.1 or 1.0
+        return (0.0 if lo >= 0 and lo - pad < 0 else lo - pad), hi + pad
+
+    x = _Axis(*span([p[2] for p in pts], log_x), L, W - R, log_x)
+    y = _Axis(*span([p[3] for p in pts], log_y), T + H - T - B, T, log_y)
+    out = _frame(x, y, x_label=x_label, y_label=y_label, title=title)
+    groups = list(dict.fromkeys(p[0] for p in pts))
+    for group, label, px, py in pts:
+        color = PALETTE[groups.index(group) % len(PALETTE)]
+        out.append(f'<circle cx="{x(px):.1f}" cy="{y(py):.1f}" r="4" fill="{color}" fill-opacity="0.8">'
+                   f'<title>{escape(f"{label} ({group}): {_fmt(px)}, {_fmt(py)}")}</title></circle>')
+    for i, group in enumerate(groups):
+        ly = T + 12 + 16 * i
+        out.append(f'<circle cx="{W - R + 15}" cy="{ly - 3}" r="4" fill="{PALETTE[i % len(PALETTE)]}"/>'
+                   f'<text x="{W - R + 24}" y="{ly + 1}">{escape(group[:24])}</text>')
     out.append("</svg>")
     return Markup("".join(out))

@@ -94,16 +94,24 @@ class TimeToAccuracyResult(pa.DataFrameModel):
 
 
 class LatencyResult(pa.DataFrameModel):
-    """One row per inference measurement (infer stage)."""
+    """One row per inference measurement: a run answered by one backend (infer stage)."""
 
     entry: Series[str]
     seed: Series[int]
     task: Series[str]
+    model: Series[str]
+    framework: Series[str]
+    hardware: Series[str]
     backend: Series[str]
+    device: Series[str]
+    precision: Series[str]
     threads: Series[int] = pa.Field(ge=1)
     items: Series[int] = pa.Field(gt=0)
     warmup_items: Series[int] = pa.Field(ge=0)
-    accuracy: Series[float]
+    warmup_mean_ms: Series[float] = pa.Field(ge=0, nullable=True)
+    accuracy: Series[float] = pa.Field(ge=0, le=100)
+    threshold: Series[float]
+    demo_threshold: Series[bool]
     meets_threshold: Series[bool]
     latency_mean_ms: Series[float] = pa.Field(gt=0)
     latency_p50_ms: Series[float] = pa.Field(gt=0)
@@ -116,6 +124,10 @@ class LatencyResult(pa.DataFrameModel):
     @pa.dataframe_check
     def percentiles_ordered(cls, df: pd.DataFrame) -> Series[bool]:
         return (df["latency_p50_ms"] <= df["latency_p90_ms"]) & (df["latency_p90_ms"] <= df["latency_p99_ms"]) & (df["latency_p99_ms"] <= df["latency_max_ms"])
+
+    @pa.dataframe_check
+    def gate_agrees_with_accuracy(cls, df: pd.DataFrame) -> Series[bool]:
+        return df["meets_threshold"] == (df["accuracy"] >= df["threshold"])
 
 
 class StabilityResult(pa.DataFrameModel):

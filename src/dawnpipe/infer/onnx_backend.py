@@ -1,0 +1,100 @@
+"""Backend ``onnxruntime``: the inference net exported to ONNX, written to a
+file, and run by ONNX Runtime with all graph optimisations (constant folding,
+Conv+ReLU fusion, NCHWc layout transforms on x86).
+
+The exported file is loaded back into an ONNX Runtime session before anything
+is checked or timed, so the check against the checkpoint covers the
+export/import round trip. The export uses PyTorch's TorchScript-based exporter
+(``dynamo=False``): the torch.export-based one needs the onnxscript package,
+which dawnpipe does not depend on. Batch norm is folded before export (ONNX
+Runtime would fold it too).
+"""
+
+from __future__ import annotations
+
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from dawnpipe.errors import DawnpipeError
+from dawnpipe.infer.predictor import PrepareContext, Predictor
+
+OPSET = 17
+
+
+def export_onnx(module, example_item: np.ndarray, path: Path) -> None:
+    import torch
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # the TorchScript-based exporter
+        torch.onnx.export(module, (torch.from_numpy(np.ascontiguousarray(example_item[None])),), str(path), dynamo=False,
+                          opset_version=OPSET, input_names=["item"], output_names=["logits"], do_constant_folding=True)
+
+
+def open_session(path: Path, *, threads: int, device: str):
+    """An ONNX Runtime session of ``path``: sequential, ``threads`` intra-op threads."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.log_severity_level = 3  # errors only
+    available = ort.get_available_providers()
+    if device in ("cuda", "auto") and "CUDAExecutionProvider" in available:
+        providers = ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    elif device == "cuda":
+        raise DawnpipeError(f"backend onnxruntime: --device cuda but this onnxruntime has no CUDA provider (it has {', '.join(available)})")
+    else:
+        providers = ["CPUExecutionProvider"]
+    return ort.InferenceSession(str(path), sess_options=opts, providers=providers)
+
+
+def session_fns(session) -> tuple[Callable[[np.ndarray], np.ndarray], Callable[[np.ndarray], int]]:
+    """(logits of one item, class id of one item); outputs come back as numpy
+    arrays on the host, so an answer is complete when run() returns."""
+    run = session.run
+
+    def logits(item: np.ndarray) -> np.ndarray:
+        return run(None, {"item": item[None]})[0][0]
+
+    def predict(item: np.ndarray) -> int:
+        return int(run(None, {"item": item[None]})[0].argmax())
+
+    return logits, predict
+
+
+def session_device(session) -> str:
+    return "cuda" if session.get_providers()[0].startswith("CUDA") else "cpu"
+
+
+def framework_version(extra: str = "") -> str:
+    import onnxruntime as ort
+    import torch
+
+    return f"onnxruntime {ort.__version__} (opset {OPSET}, exported by torch {torch.__version__}{extra})"
+
+
+def prepare(ctx: PrepareContext) -> Predictor:
+    from dawnpipe.infer import torch_model as tm
+
+    ckpt = tm.load_checkpoint(ctx.checkpoint)
+    notes: dict[str, Any] = {}
+    with tm.stopwatch(notes, "prepare_seconds"):
+        module, facts = tm.inference_net(ckpt, channels_last=False)  # ONNX Runtime picks its own layout
+        with tempfile.TemporaryDirectory(prefix="dawnpipe-onnx-") as tmp:
+            path = Path(tmp) / "model.onnx"
+            export_onnx(module, ctx.check_items[0], path)
+            session = open_session(path, threads=ctx.threads, device=ctx.device)
+            notes["onnx_bytes"] = path.stat().st_size
+    logits, predict = session_fns(session)
+    check = tm.check_against_checkpoint(ckpt, logits, ctx.check_items, "onnxruntime")
+    return Predictor(
+        backend="onnxruntime", predict=predict, device=session_device(session), threads=ctx.threads, precision="fp32",
+        framework_version=framework_version(), export_check=check, checkpoint=tm.checkpoint_facts(ckpt),
+        notes={**facts, **notes, "provider": session.get_providers()[0]},
+    )

@@ -1,0 +1,128 @@
+"""Each inference backend, exported and imported for real, answers as the
+checkpoint does; batch-norm folding keeps the function; the check itself
+fails on a changed model; the registry is consistent."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from infer_fixtures import make_checkpoint, random_items
+
+torch = pytest.importorskip("torch")
+
+from dawnpipe.errors import DawnpipeError  # noqa: E402
+from dawnpipe.infer import backends  # noqa: E402
+from dawnpipe.infer import torch_model as tm  # noqa: E402
+from dawnpipe.infer.predictor import ATOL, RTOL, PrepareContext, check_outputs  # noqa: E402
+
+FAST = ["eager", "torchscript", "onnxruntime", "onnxruntime-int8"]
+MODELS = {"fastnet": {"widths": [8, 16, 16, 32]}, "resnet20": {"width": 4}}
+
+
+@pytest.fixture(scope="module", params=sorted(MODELS))
+def checkpoint(request, tmp_path_factory) -> Path:
+    return make_checkpoint(tmp_path_factory.mktemp("ckpt") / "model.pt", model=request.param, model_args=MODELS[request.param])
+
+
+def context(checkpoint: Path, n: int = 80) -> PrepareContext:
+    items, _ = random_items(n, seed=1)
+    calibration, _ = random_items(64, seed=2)
+    return PrepareContext(checkpoint=checkpoint, device="cpu", threads=1, check_items=items, calibration_items=calibration)
+
+
+def assert_answers_like_checkpoint(predictor, ctx: PrepareContext, *, exact: bool) -> None:
+    ckpt = tm.load_checkpoint(ctx.checkpoint)
+    reference = tm.reference_logits(ckpt, ctx.check_items)
+    answers = np.array([predictor.predict(x) for x in ctx.check_items])  # the function that is timed
+    top2 = np.sort(reference, axis=1)[:, -2:]
+    clear = (top2[:, 1] - top2[:, 0]) > 2 * (ATOL + RTOL * np.abs(top2[:, 1]))  # items without a near-tie
+    assert clear.sum() > len(clear) // 2
+    agree = answers[clear] == reference.argmax(1)[clear]
+    assert agree.all() if exact else agree.mean() >= 0.9
+
+
+@pytest.mark.parametrize("name", FAST)
+def test_backend_round_trip_equals_checkpoint(name, checkpoint):
+    ctx = context(checkpoint)
+    predictor = backends.load_backend(name).prepare(ctx)
+    assert predictor.backend == name and predictor.threads == 1 and predictor.device == "cpu"
+    check = predictor.export_check
+    assert check["items"] == 64 and check["max_abs_diff"] <= ATOL  # the fp32 model, exported and loaded back
+    assert predictor.notes["folded_batch_norms"] > 0 and predictor.notes["remaining_batch_norms"] == 0
+    assert predictor.checkpoint["epoch"] == 3 and predictor.checkpoint["reached_threshold"] is True
+    if name == "onnxruntime-int8":
+        assert predictor.precision == "int8" and check["quantized_vs_fp32"]["items"] == 64
+        assert_answers_like_checkpoint(predictor, ctx, exact=False)
+    else:
+        assert predictor.precision == "fp32"
+        assert_answers_like_checkpoint(predictor, ctx, exact=True)
+
+
+@pytest.mark.slow
+def test_compile_backend_round_trip_equals_checkpoint(tmp_path):
+    """torch.compile (TorchInductor) on this CPU: minutes of compiling on 2 cores."""
+    ckpt = make_checkpoint(tmp_path / "model.pt", model="fastnet", model_args=MODELS["fastnet"])
+    ctx = context(ckpt)
+    predictor = backends.load_backend("compile").prepare(ctx)
+    assert predictor.export_check["max_abs_diff"] <= ATOL
+    assert_answers_like_checkpoint(predictor, ctx, exact=True)
+
+
+def test_folding_batch_norms_keeps_the_function(checkpoint):
+    ckpt = tm.load_checkpoint(checkpoint)
+    model = tm.trained_model(ckpt)
+    folded, count = tm.fold_batch_norms(model)
+    assert count == tm.count_batch_norms(model) > 0 and tm.count_batch_norms(folded) == 0
+    x = torch.randn(4, 1, 28, 28)
+    with torch.inference_mode():
+        torch.testing.assert_close(folded(x), model(x), atol=1e-5, rtol=1e-4)
+    assert tm.count_batch_norms(model) == count  # the original is untouched
+
+
+def test_check_rejects_a_model_that_answers_differently():
+    rng = np.random.default_rng(0)
+    reference = rng.normal(size=(64, 10))
+    assert check_outputs(reference, reference + 1e-5, backend="x")["max_abs_diff"] == pytest.approx(1e-5)
+    changed = reference.copy()
+    changed[17, 3] += 0.05
+    with pytest.raises(DawnpipeError, match=r"backend onnxruntime: .*item 17, logit 3"):
+        check_outputs(reference, changed, backend="onnxruntime")
+    with pytest.raises(DawnpipeError, match="non-finite"):
+        check_outputs(reference, np.full_like(reference, np.nan), backend="x")
+    with pytest.raises(DawnpipeError, match="shape"):
+        check_outputs(reference, reference[:, :5], backend="x")
+
+
+def test_check_catches_a_wrong_preprocessing_step(checkpoint):
+    """The check against the checkpoint is independent of InferenceNet: an
+    inference net with the wrong normalisation is caught before timing."""
+    ckpt = tm.load_checkpoint(checkpoint)
+    module, _ = tm.inference_net(ckpt)
+    module.std.mul_(2.0)
+    with pytest.raises(DawnpipeError, match="disagrees with the checkpoint"):
+        tm.check_against_checkpoint(ckpt, tm.as_logits_fn(module, torch.device("cpu")), context(checkpoint).check_items, "eager")
+
+
+def test_registry_modules_exist_and_are_selected_by_framework():
+    for name, backend in backends.BACKENDS.items():
+        assert callable(importlib.import_module(backend.module).prepare), name
+        for module in backends.code_modules(name):
+            assert importlib.util.find_spec(module) is not None, module
+    assert backends.backends_for("pytorch", ["onnxruntime", "eager"]) == ["onnxruntime", "eager"]
+    assert set(backends.backends_for("pytorch")) >= set(FAST) | {"compile"}
+    with pytest.raises(DawnpipeError, match="unknown inference backend 'tensorrt'"):
+        backends.backends_for("pytorch", ["tensorrt"])
+
+
+def test_bad_checkpoint_is_a_clear_error(tmp_path):
+    bad = tmp_path / "model.pt"
+    bad.write_bytes(b"not a checkpoint")
+    with pytest.raises(DawnpipeError, match=r"model.pt: not a readable PyTorch checkpoint"):
+        tm.load_checkpoint(bad)
+    torch.save({"state_dict": {}}, bad)
+    with pytest.raises(DawnpipeError, match=r"model.pt: not a dawnpipe training checkpoint \(missing model"):
+        tm.load_checkpoint(bad)

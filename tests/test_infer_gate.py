@@ -1,0 +1,115 @@
+"""The infer command end to end (real subprocess, real backends): the accuracy
+gate, the result record and per-item table, cost, and clear errors; then the
+report turning results into leaderboard rows and exclusions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import ROOT, run_cli
+from infer_fixtures import make_checkpoint, make_prepared, make_run_json, random_items
+
+ITEMS = 120
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("infer")
+    images, labels = random_items(ITEMS, seed=3)
+    return {"root": root, "data": make_prepared(root / "prepared", images, labels),
+            "checkpoint": make_checkpoint(root / "model.pt", epoch=4, reached=True)}
+
+
+def infer(tiny, backend: str, threshold: float, extra: tuple[str, ...] = ()):
+    out = tiny["root"] / f"{backend}-{threshold:g}-{len(extra)}"
+    run_json = make_run_json(out / "run.json", threshold=threshold)
+    proc = run_cli("infer", "--backend", backend, "--checkpoint", str(tiny["checkpoint"]), "--run-json", str(run_json),
+                   "--data", str(tiny["data"]), "--prices", str(ROOT / "config/prices.yaml"),
+                   "--out", str(out / "latency" / f"{backend}.json"), "--items-parquet", str(out / "latency" / f"{backend}.parquet"),
+                   "--warmup", "7", *extra)
+    return proc, out / "latency" / f"{backend}.json"
+
+
+def reference_accuracy(tiny) -> float:
+    from dawnpipe.infer import torch_model as tm
+
+    images, labels = np.load(tiny["data"] / "test_images.npy"), np.load(tiny["data"] / "test_labels.npy")
+    logits = tm.reference_logits(tm.load_checkpoint(tiny["checkpoint"]), images)
+    return 100.0 * float((logits.argmax(1) == labels).mean())
+
+
+@pytest.mark.parametrize("backend", ["eager", "onnxruntime"])
+def test_result_below_threshold_is_measured_but_excluded(tiny, backend):
+    accuracy = reference_accuracy(tiny)  # a random model: about 10%
+    proc, path = infer(tiny, backend, threshold=accuracy + 0.5)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(path.read_text())
+    assert result["accuracy"] == pytest.approx(accuracy)  # scored from the timed answers
+    assert result["meets_threshold"] is False
+    assert f"< threshold {accuracy + 0.5:.2f}%" in result["reason"] and backend in result["reason"]
+    assert "excluded from the latency ranking" in proc.stdout
+    per_item = pd.read_parquet(path.with_suffix(".parquet"))
+    assert len(per_item) == result["items"] == ITEMS and list(per_item["item"]) == list(range(ITEMS))
+    assert 100.0 * per_item["correct"].mean() == pytest.approx(accuracy)
+    assert (per_item["answer"] == per_item["label"]).tolist() == per_item["correct"].tolist()
+
+
+def test_result_at_threshold_is_ranked_with_its_facts(tiny):
+    accuracy = reference_accuracy(tiny)
+    proc, path = infer(tiny, "eager", accuracy, ("--threads", "2"))
+    assert proc.returncode == 0, proc.stderr
+    r = json.loads(path.read_text())
+    assert r["meets_threshold"] is True and r["reason"] is None  # at the threshold counts (>=)
+    assert (r["backend"], r["threads"], r["device"], r["precision"]) == ("eager", 2, "cpu", "fp32")
+    assert r["warmup_items"] == 7 == len(r["warmup_ms"]) and r["items"] == ITEMS and r["official_items"] == 10000
+    assert r["full_inference_set"] is False
+    assert r["checkpoint_epoch"] == 4 and r["checkpoint_reached_threshold"] is True
+    per_item = pd.read_parquet(path.with_suffix(".parquet"))
+    assert r["latency_mean_ms"] == pytest.approx(per_item["latency_ms"].mean())
+    assert r["latency_p99_ms"] == pytest.approx(np.percentile(per_item["latency_ms"], 99))
+    assert r["latency_max_ms"] == pytest.approx(per_item["latency_ms"].max())
+    # cost per 10,000 items: mean latency in hours x price per hour x 10,000
+    assert r["usd_per_hour"] == 0.10264
+    assert r["cost_per_10k_usd"] == pytest.approx(r["latency_mean_ms"] / 3.6e6 * 0.10264 * 10_000)
+    # what a DAWNBench v1 inference submission needs
+    for field in ("model", "framework", "framework_version", "hardware", "cpu_model", "measured", "accuracy", "latency_mean_ms"):
+        assert r[field] not in (None, ""), field
+
+
+def test_report_ranks_passing_results_and_excludes_the_rest_with_their_accuracy(tiny):
+    from dawnpipe.report.build import best_latency, inference_rows
+
+    accuracy = reference_accuracy(tiny)
+    passing = json.loads(infer(tiny, "eager", threshold=accuracy)[1].read_text())
+    failing = json.loads(infer(tiny, "eager", threshold=accuracy + 0.5)[1].read_text())
+    common = {"task": "fashion-mnist", "threshold": accuracy, "demo_threshold": True, "model": "fastnet", "hardware": "local-cpu",
+              "framework": "pytorch", "timestamp": "2026-01-01", "source": "runs/tiny/seed0", "entry": "tiny", "seed": 0}
+    rows, excluded = inference_rows(passing, common)
+    assert [r["objective"] for r in rows] == ["inference_latency", "inference_cost"]
+    assert rows[0]["value"] == passing["latency_mean_ms"] and rows[0]["backend"] == "eager" and rows[0]["threads"] == 1
+    assert rows[0]["source"] == "runs/tiny/seed0/latency/eager" and excluded == []
+    rows, excluded = inference_rows(failing, common)
+    assert rows == [] and excluded[0]["objectives"] == ["inference_latency", "inference_cost"]
+    assert f"{failing['accuracy']:.2f}%" in excluded[0]["reason"]
+    assert best_latency([failing, passing]) is passing  # the fastest ranked result, not a faster excluded one
+    assert best_latency([failing]) is failing and best_latency([]) is None
+
+
+def test_bad_input_is_a_message_not_a_traceback(tiny, tmp_path):
+    bad = tmp_path / "model.pt"
+    bad.write_text("garbage")
+    run_json = make_run_json(tmp_path / "run.json", threshold=50.0)
+    common = ["--run-json", str(run_json), "--data", str(tiny["data"]), "--prices", str(ROOT / "config/prices.yaml"),
+              "--out", str(tmp_path / "o.json"), "--items-parquet", str(tmp_path / "o.parquet")]
+    proc = run_cli("infer", "--checkpoint", str(bad), *common)
+    assert proc.returncode == 1 and "model.pt: not a readable PyTorch checkpoint" in proc.stderr and "Traceback" not in proc.stderr
+    proc = run_cli("infer", "--backend", "tensorrt", "--checkpoint", str(tiny["checkpoint"]), *common)
+    assert proc.returncode == 1 and "unknown inference backend 'tensorrt'" in proc.stderr
+    proc = run_cli("infer", "--threads", "0", "--checkpoint", str(tiny["checkpoint"]), *common)
+    assert proc.returncode == 2 and "--threads must be at least 1" in proc.stderr
+    assert not (tmp_path / "o.json").exists() and not (tmp_path / "o.parquet").exists()

@@ -1,0 +1,112 @@
+"""The inference parts of the leaderboard page: backend and threads in the
+latency/cost tables, a latency distribution per result, latency against
+training time per task; every text escaped. Records come from the real
+``latency_record`` (timed answers from a virtual clock, no framework)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dawnpipe import leaderboard
+from dawnpipe.fileio import write_parquet
+from dawnpipe.infer.predictor import Predictor
+from dawnpipe.infer.result import latency_record
+from dawnpipe.infer.timing import time_items
+from dawnpipe.report.build import best_latency, objective_rows
+from dawnpipe.report.render import render_html
+from dawnpipe.report.svg import histogram, scatter
+from dawnpipe.tasks import get_task
+
+EVIL = '<script>alert("x")</script>'
+
+
+def result(tmp_path, entry: str, seed: int, backend: str, cost_ms: float, accuracy: float, threshold: float) -> dict:
+    """A real result record + per-item Parquet: ``accuracy`` percent of 200 items right, each costing about ``cost_ms``."""
+    n = 200
+    labels = np.arange(n) % 10
+    right = int(round(accuracy / 100 * n))
+    answers = np.where(np.arange(n) < right, labels, (labels + 1) % 10)
+    clock = [0.0]
+    rng = np.random.default_rng(seed)
+    costs = cost_ms * rng.lognormal(0, 0.3, size=n) / 1000
+
+    def predict(i):
+        clock[0] += costs[i]
+        return int(answers[i])
+
+    times = time_items(predict, list(range(n)), warmup=3, clock=lambda: clock[0])
+    predictor = Predictor(backend=backend, predict=predict, device="cpu", threads=1, precision="fp32", framework_version="test 1.0",
+                          export_check={"items": 64, "max_abs_diff": 1e-7, "differing_predictions": 0, "atol": 1e-3, "rtol": 1e-3})
+    run_info = {"entry": entry, "seed": seed, "model": "fastnet", "framework": "pytorch", "hardware": "local-cpu",
+                "threshold": threshold, "official_threshold": 93.0, "demo_threshold": True}
+    record, per_item = latency_record(run_info=run_info, task=get_task("fashion-mnist"), predictor=predictor, times=times,
+                                      labels=labels, usd_per_hour=0.1, checkpoint=tmp_path / "model.pt", cpu_model="test cpu",
+                                      measured="2026-01-01T00:00:00+00:00")
+    path = tmp_path / f"{entry}-{seed}-{backend}.parquet"
+    write_parquet(path, per_item)
+    return {**record, "per_item_path": str(path)}
+
+
+def run(entry: str, seed: int, tta_hours: float | None, latencies: list[dict]) -> dict:
+    env = {"cpu_model": "test cpu", "threads": 2, "framework": "pytorch", "framework_version": "2", "git": {"commit": None, "dirty": None}}
+    info = {"entry": entry, "seed": seed, "task": "fashion-mnist", "model": "fastnet", "hardware": "local-cpu", "framework": "pytorch",
+            "threshold": 90.0, "demo_threshold": True, "finished": "2026-01-01T00:00:00+00:00", "environment": env, "config_hash": "x"}
+    tta = {"task": "fashion-mnist", "threshold": 90.0, "demo_threshold": True, "reached": tta_hours is not None,
+           "time_to_accuracy_hours": tta_hours, "wall_time_to_accuracy_hours": tta_hours, "epochs_to_accuracy": 3 if tta_hours else None,
+           "cost_usd": None, "best_metric": 91.0, "reason": None if tta_hours else "did not converge"}
+    log = pd.DataFrame({"epoch": [1, 2, 3], "hours": [0.01, 0.02, 0.03], "top1Accuracy": [80.0, 88.0, 91.0]})
+    latencies = sorted(latencies, key=lambda r: r["latency_mean_ms"])
+    return {"run": info, "tta": tta, "log": log, "latencies": latencies, "latency": best_latency(latencies)}
+
+
+@pytest.fixture
+def page(tmp_path):
+    runs = [
+        run(EVIL, 0, 0.03, [result(tmp_path, EVIL, 0, "eager", 2.0, 92.0, 90.0), result(tmp_path, EVIL, 0, "onnxruntime-int8", 0.5, 89.0, 90.0)]),
+        run("fastnet", 1, 0.02, [result(tmp_path, "fastnet", 1, "eager", 1.5, 91.0, 90.0), result(tmp_path, "fastnet", 1, "onnxruntime", 0.7, 91.0, 90.0)]),
+    ]
+    rows, excluded = objective_rows(runs)
+    board = leaderboard.build(rows, excluded)
+    board.update(generated="now", config="test")
+    return runs, board, render_html(board, runs, [], config_name="test")
+
+
+def test_latency_tables_show_backend_and_threads(page):
+    runs, board, html = page
+    latency = next(t for t in board["objectives"] if t["objective"] == "inference_latency" and t["rows"])
+    assert [(r["backend"], r["threads"]) for r in latency["rows"]] == [("onnxruntime", 1), ("eager", 1), ("eager", 1)]
+    assert [r["value"] for r in latency["rows"]] == sorted(r["value"] for r in latency["rows"])
+    assert "<td>onnxruntime, 1 thr.</td>" in html
+    # below the threshold: not ranked, listed with its accuracy
+    assert [e["source"] for e in board["excluded"]] == [f"runs/{EVIL}/seed0/latency/onnxruntime-int8"]
+    assert "89.00%" in board["excluded"][0]["reason"]
+
+
+def test_page_has_a_distribution_per_result_and_a_scatter_per_task(page):
+    runs, board, html = page
+    section = html[html.index('<h2 id="inference">'):]
+    n_results = sum(len(r["latencies"]) for r in runs)
+    assert section.count("latency per item (ms, log scale)") == n_results
+    scatter_svg = section[section.index("<svg"):section.index("</svg>")]
+    assert scatter_svg.count("<circle") == 3 + 2  # ranked results (int8 is below the threshold) + legend dots of their 2 backends
+    assert "below 90.0: not ranked" in section
+
+
+def test_every_text_is_escaped(page):
+    runs, board, html = page
+    assert EVIL not in html and "&lt;script&gt;" in html
+    assert not re.search(r"<script", html)
+    svg = scatter([(EVIL, EVIL, 1.0, 2.0)], x_label=EVIL, y_label=EVIL, title=EVIL) + histogram([1.0, 2.0], x_label=EVIL, marks=[(EVIL, 1.5)], title=EVIL)
+    assert "<script" not in svg and svg.count("&lt;script&gt;") >= 6
+
+
+def test_histogram_counts_every_value_once():
+    values = [0.1] * 5 + [1.0] * 3 + [10.0]
+    svg = histogram(values, x_label="ms", bins=10)
+    counts = [int(m) for m in re.findall(r"<title>(\d+) items in", svg)]
+    assert sum(counts) == len(values) and sorted(counts) == [1, 3, 5]
+    assert "no data" in histogram([], x_label="ms")
