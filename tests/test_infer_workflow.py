@@ -1,0 +1,48 @@
+"""Inference through the real workflow: one result per (run, backend) with
+predictable file names, their logs, and the report's tables and plots."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from conftest import copy_project, run_snakemake
+
+BACKENDS = ["eager", "onnxruntime"]  # config/test.yaml inference.backends
+
+
+@pytest.mark.slow
+def test_each_backend_of_each_run_is_its_own_result(test_workflow):
+    cfg = yaml.safe_load((test_workflow / "config/test.yaml").read_text())
+    assert cfg["inference"]["backends"] == BACKENDS
+    for entry in cfg["entries"]:
+        for seed in cfg["seeds"]:
+            for backend in BACKENDS:
+                base = test_workflow / f"results/runs/{entry}/seed{seed}/latency/{backend}"
+                result = json.loads(base.with_suffix(".json").read_text())
+                assert (result["entry"], result["seed"], result["backend"]) == (entry, seed, backend)
+                assert result["items"] == cfg["test_limit"] and result["threads"] == cfg["inference"]["threads"]
+                assert result["warmup_items"] == cfg["inference"]["warmup"]
+                assert result["export_check"]["max_abs_diff"] <= result["export_check"]["atol"]
+                assert base.with_suffix(".parquet").is_file()
+                assert (test_workflow / f"results/logs/infer/{entry}/seed{seed}/{backend}.log").is_file()
+    board = json.loads((test_workflow / "results/leaderboard.json").read_text())
+    inference = [row for t in board["objectives"] if t["objective"].startswith("inference") for row in t["rows"]]
+    assert inference and all(row["backend"] in BACKENDS and row["threads"] == 1 for row in inference)
+    html = (test_workflow / "results/leaderboard.html").read_text()
+    n_results = len(cfg["entries"]) * len(cfg["seeds"]) * len(BACKENDS)
+    assert html.count("latency per item (ms, log scale)") == n_results
+    assert "inference latency against training time" in html
+
+
+@pytest.mark.slow
+def test_unknown_backend_is_refused_before_anything_runs(tmp_path):
+    work = copy_project(tmp_path / "wf")
+    cfg = yaml.safe_load((work / "config/test.yaml").read_text())
+    cfg["inference"]["backends"] = ["eager", "tensorrt"]
+    (work / "config/bad.yaml").write_text(yaml.safe_dump(cfg))
+    proc = run_snakemake(work, "-n", "results/leaderboard.html", "--configfile", "config/bad.yaml", check=False)
+    assert proc.returncode != 0
+    assert "config inference.backends: unknown inference backend 'tensorrt'" in proc.stdout + proc.stderr
