@@ -43,8 +43,9 @@ class Check:
     reason: str = ""
 
 
-def content_check(path: Path, spec: dict[str, Any]) -> Check:
-    """Compare ``path`` with its spec (sha256 of content, length, md5 of the file)."""
+def content_check(path: Path, spec: dict[str, Any], name: str | None = None) -> Check:
+    """Compare ``path`` with its spec (sha256 of content, length, md5 of the file).
+    ``name`` is the file's real name when ``path`` is a temporary (``.part``)."""
     raw_md5 = hashlib.md5() if spec.get("md5") else None
     sha = hashlib.sha256()
     size = 0
@@ -53,7 +54,7 @@ def content_check(path: Path, spec: dict[str, Any]) -> Check:
             with open(path, "rb") as f:
                 while block := f.read(1 << 20):
                     raw_md5.update(block)
-        opener = gzip.open if path.name.endswith(".gz") and not spec.get("raw") else open
+        opener = gzip.open if (name or path.name).endswith(".gz") and not spec.get("raw") else open
         with opener(path, "rb") as f:
             while block := f.read(1 << 20):
                 sha.update(block)
@@ -128,7 +129,7 @@ def _fetch_one(name, spec, final: Path, cache: Path, local_dirs: list[Path], bas
     url = urllib.parse.urljoin(base_url, spec.get("url_name", name))
     for attempt in (1, 2):
         download(url, part)
-        check = content_check(part, spec)
+        check = content_check(part, spec, name)
         if check.ok:
             part.replace(final)
             print(f"fetch: {name}: downloaded from {url} (verified)")
