@@ -84,26 +84,37 @@ def _offsets(lengths: list[int]) -> np.ndarray:
 def read_split(path: Path) -> tuple[list[str], list[dict[str, Any]]]:
     """Contexts (each paragraph once) and questions of one SQuAD file."""
     doc = read_squad(path)
-    contexts: list[str] = []
-    index: dict[int, int] = {}  # id() of the paragraph's context string -> context number
+    index: dict[str, int] = {}  # paragraph text -> context number (a paragraph is stored once)
     questions = []
     seen: set[str] = set()
     for qid, question, context, answers in iter_questions(doc, str(path)):
         if qid in seen:
             raise DawnpipeError(f"{path}: question id {qid} occurs twice")
         seen.add(qid)
-        key = id(context)  # the same str object for every question of a paragraph
-        if key not in index:
-            index[key] = len(contexts)
-            contexts.append(context)
-        questions.append({"id": qid, "question": question, "context": index[key],
+        questions.append({"id": qid, "question": question, "context": index.setdefault(context, len(index)),
                           "answers": [a["text"] for a in answers], "answer_start": answers[0]["answer_start"]})
-    return contexts, questions
+    return list(index), questions
 
 
-def encode_split(path: Path, contexts: list[str], questions: list[dict], vocab: Vocabulary, split: str) -> tuple[dict[str, np.ndarray], dict]:
-    c_tok = [tokenize(c) for c in progress(contexts, desc=f"prepare {split}: contexts", unit="para")]
-    q_tok = [tokenize(q["question"])[0] for q in questions]
+@dataclass
+class TokenisedSplit:
+    contexts: list[str]
+    questions: list[dict[str, Any]]
+    context_tokens: list[tuple[list[str], np.ndarray]]  # per context: tokens, character spans
+    question_tokens: list[list[str]]
+
+
+def tokenise_split(path: Path, split: str) -> TokenisedSplit:
+    contexts, questions = read_split(path)
+    if not questions:
+        raise DawnpipeError(f"{path}: no questions")
+    return TokenisedSplit(contexts, questions,
+                          [tokenize(c) for c in progress(contexts, desc=f"prepare {split}: contexts", unit="para")],
+                          [tokenize(q["question"])[0] for q in questions])
+
+
+def encode_split(path: Path, data: TokenisedSplit, vocab: Vocabulary, split: str) -> tuple[dict[str, np.ndarray], dict]:
+    contexts, questions, c_tok, q_tok = data.contexts, data.questions, data.context_tokens, data.question_tokens
     answer_tokens = np.full((len(questions), 2), -1, dtype=np.int32)
     matches, unaligned, mismatched = [], [], []
     for i, q in enumerate(progress(questions, desc=f"prepare {split}: questions", unit="q")):
@@ -147,19 +158,13 @@ def prepare_squad(task, raw: Path, out: Path) -> dict:
     from dawnpipe.data.prepare import save_array  # here: prepare.py imports this module
 
     splits_spec = task.data["splits"]
-    texts = {}
+    data = {split: tokenise_split(raw / spec["file"], split) for split, spec in splits_spec.items()}
     for split, spec in splits_spec.items():
-        contexts, questions = read_split(raw / spec["file"])
-        if not questions:
-            raise DawnpipeError(f"{raw / spec['file']}: no questions")
-        texts[split] = (contexts, questions)
-        if spec.get("questions") is not None and len(questions) != spec["questions"]:
-            print(f"prepare: note: {split} has {len(questions)} questions (the official set has {spec['questions']})")
+        if spec.get("questions") is not None and len(data[split].questions) != spec["questions"]:
+            print(f"prepare: note: {split} has {len(data[split].questions)} questions (the official set has {spec['questions']})")
 
     # The vocabulary comes from the training split only.
-    contexts, questions = texts["train"]
-    words, chars = count_words_and_chars(
-        [tokenize(c)[0] for c in contexts] + [tokenize(q["question"])[0] for q in questions])
+    words, chars = count_words_and_chars([t for t, _ in data["train"].context_tokens] + data["train"].question_tokens)
     word_list, char_list = ordered(words), ordered(chars)[:np.iinfo(np.uint16).max + 1 - len(SPECIALS)]
     vocab = Vocabulary(tuple(SPECIALS + [w for w, _ in word_list]), tuple(SPECIALS + [c for c, _ in char_list]))
     write_json(out / "vocab.json", {
@@ -169,8 +174,9 @@ def prepare_squad(task, raw: Path, out: Path) -> dict:
     })
 
     manifest_splits = {}
-    for split, (contexts, questions) in texts.items():
-        arrays, notes = encode_split(raw / splits_spec[split]["file"], contexts, questions, vocab, split)
+    for split, tokenised in data.items():
+        contexts, questions = tokenised.contexts, tokenised.questions
+        arrays, notes = encode_split(raw / splits_spec[split]["file"], tokenised, vocab, split)
         unknown = float(np.mean(arrays["context_words"] == UNK)) if arrays["context_words"].size else 0.0
         write_json(out / f"{split}_text.json", {"contexts": contexts, "questions": [
             {k: q[k] for k in ("id", "question", "context", "answers")} for q in questions]})
