@@ -54,6 +54,16 @@ def get_data_source_arg(wildcards):
     return f"--source {source}" if source else ""
 
 
+def get_data_checksums(wildcards):
+    """The --expect file of a task (an input, so editing it fetches again), or nothing."""
+    path = config["data_checksums"].get(wildcards.task)
+    return [path] if path else []
+
+
+def get_fetch_expect_arg(wildcards):
+    return " ".join(f"--expect {p}" for p in get_data_checksums(wildcards))
+
+
 def get_run_settings_hash(wildcards):
     """Everything that decides a training run's result. A params value, so an
     edited comment (in the config or an entry file) does not retrain, while any
@@ -98,6 +108,8 @@ def get_train_code(wildcards):
     pkg = os.path.join(SRC, "dawnpipe")
     files = ["train/cli.py", "train/logbook.py", "train/schedule.py", "data/loader.py", "entries.py"]
     files += ["train/tf_trainer.py", "models/tf_zoo.py"] if is_tensorflow(wildcards) else ["train/torch_trainer.py", "models/torch_zoo.py"]
+    if get_task(ENTRIES[wildcards.entry]["task"]).data.get("kind") == "squad":
+        files += ["train/squad_trainer.py", "models/squad_reader.py", "data/squad.py", "squad/text.py", "squad/evaluate.py"]
     return [os.path.relpath(os.path.join(pkg, f)) for f in files if os.path.exists(os.path.join(pkg, f))]
 
 

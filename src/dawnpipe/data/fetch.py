@@ -29,6 +29,7 @@ from typing import Any
 import yaml
 
 from dawnpipe.data.download import download
+from dawnpipe.data.squad import fetch_squad
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import write_json
 from dawnpipe.tasks import get_task
@@ -170,7 +171,7 @@ def fetch_listed_files(spec_data: dict, dest: Path, cache: Path, source: str | N
 
 
 # data kind (tasks/*.yaml `data.kind`) -> function(spec_data, dest, cache, source) -> record of files
-FETCHERS = {"idx": fetch_listed_files}
+FETCHERS = {"idx": fetch_listed_files, "squad": fetch_squad}
 
 
 def configure(p) -> None:
