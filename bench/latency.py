@@ -37,19 +37,21 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from dawnpipe.data.loader import load_split  # noqa: E402
-from dawnpipe.infer.backends import load_backend  # noqa: E402
+from dawnpipe.infer.backends import get_backend, load_backend  # noqa: E402
+from dawnpipe.infer.items import KINDS  # noqa: E402
 from dawnpipe.infer.latency import latency_stats  # noqa: E402
-from dawnpipe.infer.predictor import CALIBRATION_ITEMS, PrepareContext  # noqa: E402
-from dawnpipe.infer.result import top1_accuracy  # noqa: E402
 from dawnpipe.infer.timing import time_items  # noqa: E402
+from dawnpipe.tasks import get_task  # noqa: E402
 
 
-def measure(name: str, ctx: PrepareContext, images: np.ndarray, labels: np.ndarray, warmup: int) -> dict:
+def measure(name: str, checkpoint: Path, inference, threads: int, warmup: int) -> dict:
+    """As `dawnpipe infer` prepares, times and scores one backend."""
+    backend, kind = get_backend(name, "image"), KINDS["image"]
+    extra = {"calibration_items": kind.calibration_items(inference)} if backend.calibrates else {}
     load_before = os.getloadavg()[0]
-    predictor = load_backend(name).prepare(ctx)
-    times = time_items(predictor.predict, images, warmup=warmup, sync=predictor.sync, desc=name)
-    accuracy, _ = top1_accuracy(times.answers, labels)
+    predictor = load_backend(backend).prepare(checkpoint, device="cpu", threads=threads, check_items=inference.items, **extra)
+    times = time_items(predictor.predict, inference.items, warmup=warmup, sync=predictor.sync, desc=name)
+    accuracy = kind.score(get_task("fashion-mnist"), times.answers, inference).value
     return {"backend": name, "accuracy": accuracy, "answers": np.asarray(times.answers), "threads": predictor.threads,
             "precision": predictor.precision, "prepare_s": predictor.notes.get("prepare_seconds", float("nan")),
             "load": (load_before, os.getloadavg()[0]), **latency_stats(times.seconds)}
@@ -68,15 +70,13 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     threshold = float(torch.load(args.checkpoint, map_location="cpu", weights_only=False)["threshold"])
-    test = load_split(args.data, "test")
-    images, labels = np.array(test.images), np.array(test.labels)
-    ctx = PrepareContext(checkpoint=args.checkpoint, device="cpu", threads=args.threads, check_items=images,
-                         calibration_items=np.array(load_split(args.data, "train", CALIBRATION_ITEMS).images))
-    print(f"bench/latency: {args.checkpoint} ({len(images)} test images, one at a time, {args.threads} thread(s), "
+    inference = KINDS["image"].load(get_task("fashion-mnist"), args.data, None)
+    labels = inference.truth
+    print(f"bench/latency: {args.checkpoint} ({len(labels)} test images, one at a time, {args.threads} thread(s), "
           f"{args.warmup} warm-up items; threshold {threshold:g}%; {os.cpu_count()} CPUs, torch {torch.__version__})", flush=True)
     results = []
     for name in ["eager", *[b for b in args.backends if b != "eager"]]:
-        r = measure(name, ctx, images, labels, args.warmup)
+        r = measure(name, args.checkpoint, inference, args.threads, args.warmup)
         results.append(r)
         print(f"{name:>17}: mean {r['latency_mean_ms']:.4f} ms  p50 {r['latency_p50_ms']:.4f}  p90 {r['latency_p90_ms']:.4f}  "
               f"p99 {r['latency_p99_ms']:.4f}  max {r['latency_max_ms']:.4f}  accuracy {r['accuracy']:.2f}%  "

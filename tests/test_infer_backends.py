@@ -17,7 +17,7 @@ torch = pytest.importorskip("torch")
 from dawnpipe.errors import DawnpipeError  # noqa: E402
 from dawnpipe.infer import backends  # noqa: E402
 from dawnpipe.infer import torch_model as tm  # noqa: E402
-from dawnpipe.infer.predictor import ATOL, RTOL, PrepareContext, check_outputs  # noqa: E402
+from dawnpipe.infer.predictor import ATOL, RTOL, check_outputs  # noqa: E402
 
 FAST = ["eager", "torchscript", "onnxruntime", "onnxruntime-int8"]
 MODELS = {"fastnet": {"widths": [8, 16, 16, 32]}, "resnet20": {"width": 4}}
@@ -28,16 +28,20 @@ def checkpoint(request, tmp_path_factory) -> Path:
     return make_checkpoint(tmp_path_factory.mktemp("ckpt") / "model.pt", model=request.param, model_args=MODELS[request.param])
 
 
-def context(checkpoint: Path, n: int = 80) -> PrepareContext:
-    items, _ = random_items(n, seed=1)
-    calibration, _ = random_items(64, seed=2)
-    return PrepareContext(checkpoint=checkpoint, device="cpu", threads=1, check_items=items, calibration_items=calibration)
+CHECK_ITEMS, _ = random_items(80, seed=1)
+CALIBRATION_ITEMS, _ = random_items(64, seed=2)
 
 
-def assert_answers_like_checkpoint(predictor, ctx: PrepareContext, *, exact: bool) -> None:
-    ckpt = tm.load_checkpoint(ctx.checkpoint)
-    reference = tm.reference_logits(ckpt, ctx.check_items)
-    answers = np.array([predictor.predict(x) for x in ctx.check_items])  # the function that is timed
+def prepare(name: str, checkpoint: Path):
+    """The backend prepared as the infer command does it."""
+    backend = backends.get_backend(name)
+    extra = {"calibration_items": CALIBRATION_ITEMS} if backend.calibrates else {}
+    return backends.load_backend(backend).prepare(checkpoint, device="cpu", threads=1, check_items=CHECK_ITEMS, **extra)
+
+
+def assert_answers_like_checkpoint(predictor, checkpoint: Path, *, exact: bool) -> None:
+    reference = tm.reference_logits(tm.load_checkpoint(checkpoint), CHECK_ITEMS)
+    answers = np.array([predictor.predict(x) for x in CHECK_ITEMS])  # the function that is timed
     top2 = np.sort(reference, axis=1)[:, -2:]
     clear = (top2[:, 1] - top2[:, 0]) > 2 * (ATOL + RTOL * np.abs(top2[:, 1]))  # items without a near-tie
     assert clear.sum() > len(clear) // 2
@@ -47,8 +51,7 @@ def assert_answers_like_checkpoint(predictor, ctx: PrepareContext, *, exact: boo
 
 @pytest.mark.parametrize("name", FAST)
 def test_backend_round_trip_equals_checkpoint(name, checkpoint):
-    ctx = context(checkpoint)
-    predictor = backends.load_backend(name).prepare(ctx)
+    predictor = prepare(name, checkpoint)
     assert predictor.backend == name and predictor.threads == 1 and predictor.device == "cpu"
     check = predictor.export_check
     assert check["items"] == 64 and check["max_abs_diff"] <= ATOL  # the fp32 model, exported and loaded back
@@ -56,10 +59,10 @@ def test_backend_round_trip_equals_checkpoint(name, checkpoint):
     assert predictor.checkpoint["epoch"] == 3 and predictor.checkpoint["reached_threshold"] is True
     if name == "onnxruntime-int8":
         assert predictor.precision == "int8" and check["quantized_vs_fp32"]["items"] == 64
-        assert_answers_like_checkpoint(predictor, ctx, exact=False)
+        assert_answers_like_checkpoint(predictor, checkpoint, exact=False)
     else:
         assert predictor.precision == "fp32"
-        assert_answers_like_checkpoint(predictor, ctx, exact=True)
+        assert_answers_like_checkpoint(predictor, checkpoint, exact=True)
 
 
 @pytest.mark.slow
@@ -69,7 +72,7 @@ def test_compile_backend_round_trip_equals_checkpoint(tmp_path):
     ctx = context(ckpt)
     predictor = backends.load_backend("compile").prepare(ctx)
     assert predictor.export_check["max_abs_diff"] <= ATOL
-    assert_answers_like_checkpoint(predictor, ctx, exact=True)
+    assert_answers_like_checkpoint(predictor, checkpoint, exact=True)
 
 
 def test_folding_batch_norms_keeps_the_function(checkpoint):
@@ -104,18 +107,22 @@ def test_check_catches_a_wrong_preprocessing_step(checkpoint):
     module, _ = tm.inference_net(ckpt)
     module.std.mul_(2.0)
     with pytest.raises(DawnpipeError, match="disagrees with the checkpoint"):
-        tm.check_against_checkpoint(ckpt, tm.as_logits_fn(module, torch.device("cpu")), context(checkpoint).check_items, "eager")
+        tm.check_against_checkpoint(ckpt, tm.as_logits_fn(module, torch.device("cpu")), CHECK_ITEMS, "eager")
 
 
-def test_registry_modules_exist_and_are_selected_by_framework():
-    for name, backend in backends.BACKENDS.items():
-        assert callable(importlib.import_module(backend.module).prepare), name
-        for module in backends.code_modules(name):
+def test_registry_modules_exist_and_are_selected_by_framework_and_items():
+    for backend in backends.BACKENDS:
+        assert callable(importlib.import_module(backend.module).prepare), backend
+        for module in backends.code_modules(backend.name, backend.items):
             assert importlib.util.find_spec(module) is not None, module
-    assert backends.backends_for("pytorch", ["onnxruntime", "eager"]) == ["onnxruntime", "eager"]
-    assert set(backends.backends_for("pytorch")) >= set(FAST) | {"compile"}
+    assert backends.backends_for("pytorch", "image", ["onnxruntime", "eager"]) == ["onnxruntime", "eager"]
+    assert set(backends.backends_for("pytorch", "image")) >= set(FAST) | {"compile"}
+    assert backends.backends_for("pytorch", "question", ["onnxruntime", "eager"]) == ["eager"]
+    assert backends.get_backend("eager", "question").module != backends.get_backend("eager", "image").module
     with pytest.raises(DawnpipeError, match="unknown inference backend 'tensorrt'"):
-        backends.backends_for("pytorch", ["tensorrt"])
+        backends.backends_for("pytorch", "image", ["tensorrt"])
+    with pytest.raises(DawnpipeError, match="'torchscript' does not answer question items"):
+        backends.get_backend("torchscript", "question")
 
 
 def test_bad_checkpoint_is_a_clear_error(tmp_path):

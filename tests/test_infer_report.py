@@ -13,6 +13,7 @@ import pytest
 
 from dawnpipe import leaderboard
 from dawnpipe.fileio import write_parquet
+from dawnpipe.infer.items import KINDS, InferenceSet
 from dawnpipe.infer.predictor import Predictor
 from dawnpipe.infer.result import latency_record
 from dawnpipe.infer.timing import time_items
@@ -43,8 +44,10 @@ def result(tmp_path, entry: str, seed: int, backend: str, cost_ms: float, accura
                           export_check={"items": 64, "max_abs_diff": 1e-7, "differing_predictions": 0, "atol": 1e-3, "rtol": 1e-3})
     run_info = {"entry": entry, "seed": seed, "model": "fastnet", "framework": "pytorch", "hardware": "local-cpu",
                 "threshold": threshold, "official_threshold": 93.0, "demo_threshold": True}
-    record, per_item = latency_record(run_info=run_info, task=get_task("fashion-mnist"), predictor=predictor, times=times,
-                                      labels=labels, usd_per_hour=0.1, checkpoint=tmp_path / "model.pt", cpu_model="test cpu",
+    task, kind = get_task("fashion-mnist"), KINDS["image"]
+    scored = kind.score(task, times.answers, InferenceSet(items=list(range(n)), truth=labels, data=tmp_path))
+    record, per_item = latency_record(run_info=run_info, task=task, kind=kind, predictor=predictor, times=times, scored=scored,
+                                      usd_per_hour=0.1, checkpoint=tmp_path / "model.pt", cpu_model="test cpu",
                                       measured="2026-01-01T00:00:00+00:00")
     path = tmp_path / f"{entry}-{seed}-{backend}.parquet"
     write_parquet(path, per_item)

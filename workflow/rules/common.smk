@@ -6,14 +6,16 @@ import sys
 from snakemake.utils import validate
 
 # Rules run `python -m dawnpipe`; make the package importable without installing
-# it (conda envs from envs/*.yaml hold only third-party packages).
+# it (conda envs from envs/*.yaml hold only third-party packages). Snakemake's
+# own prefix for bash is `set -euo pipefail;`, which replacing it must keep.
 SRC = os.path.join(workflow.basedir, "src")
 sys.path.insert(0, SRC)
-os.environ["PYTHONPATH"] = SRC + os.pathsep + os.environ.get("PYTHONPATH", "")
+shell.prefix(f"set -euo pipefail; export PYTHONPATH='{SRC}'${{{{PYTHONPATH:+:$PYTHONPATH}}}}; ")  # braces doubled twice: f-string, then Snakemake's format
 
 from dawnpipe.entries import config_hash, load_entry, run_settings  # noqa: E402
 from dawnpipe.errors import DawnpipeError  # noqa: E402
-from dawnpipe.infer.backends import BACKENDS, backends_for, code_modules  # noqa: E402
+from dawnpipe.infer.backends import backends_for, code_modules, names as backend_names  # noqa: E402
+from dawnpipe.infer.items import item_kind  # noqa: E402
 from dawnpipe.tasks import get_task  # noqa: E402
 
 
@@ -28,9 +30,10 @@ except (DawnpipeError, OSError) as _err:
 
 try:
     for _id, _entry in ENTRIES.items():
-        if not backends_for(_entry["framework"], config["inference"]["backends"]):
-            raise DawnpipeError(f"entry {_id} ({_entry['framework']}): none of inference.backends "
-                                f"{config['inference']['backends']} reads its checkpoints")
+        _items = item_kind(get_task(_entry["task"])).name
+        if not backends_for(_entry["framework"], _items, config["inference"]["backends"]):
+            raise DawnpipeError(f"entry {_id} ({_entry['framework']}, {_items} items): none of inference.backends "
+                                f"{config['inference']['backends']} answers its items from its checkpoints")
 except DawnpipeError as _err:
     raise WorkflowError(f"config inference.backends: {_err}")
 
@@ -39,7 +42,7 @@ wildcard_constraints:
     entry="|".join(ENTRIES),
     seed=r"\d+",
     task=r"[a-z0-9-]+",
-    backend="|".join(BACKENDS),
+    backend="|".join(backend_names()),
 
 
 def get_entry(wildcards):
@@ -61,6 +64,16 @@ def get_prepared(wildcards):
 def get_data_source_arg(wildcards):
     source = config["data_sources"].get(wildcards.task)
     return f"--source {source}" if source else ""
+
+
+def get_data_checksums(wildcards):
+    """The --expect file of a task (an input, so editing it fetches again), or nothing."""
+    path = config["data_checksums"].get(wildcards.task)
+    return [path] if path else []
+
+
+def get_fetch_expect_arg(wildcards):
+    return " ".join(f"--expect {p}" for p in get_data_checksums(wildcards))
 
 
 def get_run_settings_hash(wildcards):
@@ -93,10 +106,14 @@ def get_infer_args(wildcards):
     return f"--limit {config['test_limit']}" if config["test_limit"] else ""
 
 
+def get_items_kind(entry_id):
+    return item_kind(get_task(ENTRIES[entry_id]["task"])).name
+
+
 def get_backends(entry_id):
     """Inference backends timed for an entry: those of config inference.backends
-    that read its framework's checkpoints, in the config's order."""
-    return backends_for(ENTRIES[entry_id]["framework"], config["inference"]["backends"])
+    that answer its task's items from its framework's checkpoints, in the config's order."""
+    return backends_for(ENTRIES[entry_id]["framework"], get_items_kind(entry_id), config["inference"]["backends"])
 
 
 def get_latency_files():
@@ -106,7 +123,7 @@ def get_latency_files():
 def get_infer_code(wildcards):
     """The package code an inference result depends on: the timing loop and
     the backend's own modules; editing another backend reruns nothing here."""
-    files = [os.path.join(SRC, *m.split(".")) + ".py" for m in code_modules(wildcards.backend)]
+    files = [os.path.join(SRC, *m.split(".")) + ".py" for m in code_modules(wildcards.backend, get_items_kind(wildcards.entry))]
     return [os.path.relpath(f) for f in files if os.path.exists(f)]
 
 
@@ -124,6 +141,8 @@ def get_train_code(wildcards):
     pkg = os.path.join(SRC, "dawnpipe")
     files = ["train/cli.py", "train/logbook.py", "train/schedule.py", "data/loader.py", "entries.py"]
     files += ["train/tf_trainer.py", "models/tf_zoo.py"] if is_tensorflow(wildcards) else ["train/torch_trainer.py", "models/torch_zoo.py"]
+    if get_task(ENTRIES[wildcards.entry]["task"]).data.get("kind") == "squad":
+        files += ["train/squad_trainer.py", "models/squad_reader.py", "data/squad.py", "squad/text.py", "squad/evaluate.py"]
     return [os.path.relpath(os.path.join(pkg, f)) for f in files if os.path.exists(os.path.join(pkg, f))]
 
 

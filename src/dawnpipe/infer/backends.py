@@ -1,13 +1,19 @@
-"""The inference backends dawnpipe can time, by name (the ``backend`` of each
-inference result and the ``{backend}`` of results/runs/<entry>/seed<k>/latency/).
+"""The inference backends dawnpipe can time (the ``backend`` of each inference
+result and the ``{backend}`` of results/runs/<entry>/seed<k>/latency/).
 
 A backend is a module with
 
-    prepare(ctx: PrepareContext) -> Predictor        (dawnpipe.infer.predictor)
+    prepare(checkpoint: Path, *, device: str, threads: int, check_items) -> Predictor
 
-that loads a training checkpoint of its framework, exports/compiles it, checks
-the result against the checkpoint (``Predictor.export_check``) and returns the
-callable that the framework-agnostic timing loop times. Adding a backend is
+(plus ``calibration_items=`` for backends registered with ``calibrates``)
+that loads a training checkpoint of its framework, exports or compiles it,
+checks the result against the checkpoint (``Predictor.export_check``) and
+returns the callable that the framework-agnostic timing loop times
+(``dawnpipe.infer.predictor``). ``device`` is "auto" (CUDA when present),
+"cpu" or "cuda"; ``check_items`` are items of the inference set.
+
+Each backend answers one kind of item (``dawnpipe.infer.items``): two
+backends may share a name ("eager") for different kinds. Adding a backend is
 adding its module and one line here. This module imports no framework.
 """
 
@@ -27,43 +33,59 @@ class Backend:
     framework: str  # the entry framework whose checkpoints it reads (entry.schema.yaml)
     description: str
     uses: tuple[str, ...] = ()  # other dawnpipe modules it runs (the workflow reruns it when they change)
+    items: str = "image"  # the kind of item it answers (dawnpipe.infer.items.KINDS)
+    calibrates: bool = False  # takes calibration_items= (training items)
 
 
-_TORCH = ("dawnpipe.infer.torch_model", "dawnpipe.models.torch_zoo")
+_TORCH = ("dawnpipe.infer.torch_model", "dawnpipe.models.torch_zoo", "dawnpipe.train.torch_trainer")
+_SQUAD = ("dawnpipe.models.squad_reader", "dawnpipe.squad.text", "dawnpipe.squad.evaluate", "dawnpipe.data.squad")
 
-BACKENDS: dict[str, Backend] = {b.name: b for b in [
+BACKENDS: list[Backend] = [
     Backend("eager", "dawnpipe.infer.torch_backend", "pytorch", "PyTorch eager: inference_mode, channels_last, batch norm folded", _TORCH),
     Backend("torchscript", "dawnpipe.infer.torchscript_backend", "pytorch", "TorchScript: traced, frozen, optimize_for_inference", _TORCH),
     Backend("compile", "dawnpipe.infer.compile_backend", "pytorch", "torch.compile (TorchInductor) for the one-item shape", _TORCH),
     Backend("onnxruntime", "dawnpipe.infer.onnx_backend", "pytorch", "ONNX export run by ONNX Runtime, all graph optimisations", _TORCH),
     Backend("onnxruntime-int8", "dawnpipe.infer.onnx_int8_backend", "pytorch",
-            "ONNX export quantised to int8 (static, calibrated on training items), ONNX Runtime", (*_TORCH, "dawnpipe.infer.onnx_backend")),
-]}
+            "ONNX export quantised to int8 (static, calibrated on training items), ONNX Runtime",
+            (*_TORCH, "dawnpipe.infer.onnx_backend"), calibrates=True),
+    Backend("eager", "dawnpipe.infer.squad_predictor", "pytorch", "PyTorch eager reader, tokenisation included", _SQUAD, items="question"),
+]
 
 # The framework-agnostic part of every inference result (the infer command).
 COMMON_MODULES = ("dawnpipe.infer.cli", "dawnpipe.infer.timing", "dawnpipe.infer.latency", "dawnpipe.infer.predictor",
-                  "dawnpipe.infer.result", "dawnpipe.infer.backends", "dawnpipe.data.loader")
+                  "dawnpipe.infer.result", "dawnpipe.infer.items", "dawnpipe.infer.backends", "dawnpipe.data.loader")
 
 
-def get_backend(name: str) -> Backend:
-    try:
-        return BACKENDS[name]
-    except KeyError:
-        raise DawnpipeError(f"unknown inference backend {name!r} (known: {', '.join(BACKENDS)})") from None
+def names() -> list[str]:
+    return list(dict.fromkeys(b.name for b in BACKENDS))
 
 
-def backends_for(framework: str, wanted: list[str] | None = None) -> list[str]:
-    """Backends (of ``wanted``, in its order; all when None) that read ``framework``'s checkpoints."""
-    names = list(BACKENDS) if wanted is None else wanted
-    return [n for n in names if get_backend(n).framework == framework]
+def get_backend(name: str, items: str = "image") -> Backend:
+    for b in BACKENDS:
+        if b.name == name and b.items == items:
+            return b
+    if name not in names():
+        raise DawnpipeError(f"unknown inference backend {name!r} (known: {', '.join(names())})")
+    raise DawnpipeError(f"inference backend {name!r} does not answer {items} items (it answers: "
+                        f"{', '.join(b.items for b in BACKENDS if b.name == name)})")
 
 
-def code_modules(name: str) -> list[str]:
+def backends_for(framework: str, items: str = "image", wanted: list[str] | None = None) -> list[str]:
+    """Backends (of ``wanted``, in its order; all when None) that read ``framework``'s
+    checkpoints and answer ``items``. An unknown name in ``wanted`` is an error."""
+    for name in wanted or []:
+        if name not in names():
+            raise DawnpipeError(f"unknown inference backend {name!r} (known: {', '.join(names())})")
+    candidates = names() if wanted is None else wanted
+    return [n for n in candidates if any(b.name == n and b.framework == framework and b.items == items for b in BACKENDS)]
+
+
+def code_modules(name: str, items: str = "image") -> list[str]:
     """Every dawnpipe module a result of backend ``name`` depends on."""
-    backend = get_backend(name)
+    backend = get_backend(name, items)
     return [*COMMON_MODULES, backend.module, *backend.uses]
 
 
-def load_backend(name: str) -> ModuleType:
+def load_backend(backend: Backend) -> ModuleType:
     """The backend's module (imports its framework)."""
-    return importlib.import_module(get_backend(name).module)
+    return importlib.import_module(backend.module)

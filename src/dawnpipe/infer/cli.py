@@ -8,27 +8,24 @@ with one backend (SPEC.md objectives 3-4).
 
 The checkpoint is the one the train stage kept: the first epoch at the
 threshold (the last epoch of a run that never reached it). The backend turns
-it into a predictor and checks the predictor's logits against the checkpoint's
-before anything is timed. Then the first ``--warmup`` items are answered
-untimed (their times are reported), and every item of the set is timed on its
-own, from the stored uint8 item to the predicted class id. The mean
-(total / items) ranks; p50/p90/p99/max describe the distribution. Accuracy is
-recomputed from these same answers: below the threshold, the result is kept
-but marked ``meets_threshold: false`` (the leaderboard lists it as excluded,
-with its accuracy).
+it into a predictor and checks the predictor's outputs against the
+checkpoint's before anything is timed. Then the first ``--warmup`` items are
+answered untimed (their times are reported), and every item of the set is
+timed on its own, from the stored item to the answer
+(``dawnpipe.infer.items``). The mean (total / items) ranks; p50/p90/p99/max
+describe the distribution. Quality is recomputed from these same answers:
+below the threshold, the result is kept but marked ``meets_threshold: false``
+(the leaderboard lists it as excluded, with its accuracy).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-
-from dawnpipe.data.loader import load_split
 from dawnpipe.errors import DawnpipeError, UsageError
 from dawnpipe.fileio import read_json, write_json, write_parquet
-from dawnpipe.infer.backends import BACKENDS, get_backend, load_backend
-from dawnpipe.infer.predictor import CALIBRATION_ITEMS, PrepareContext
+from dawnpipe.infer.backends import get_backend, load_backend, names
+from dawnpipe.infer.items import item_kind
 from dawnpipe.infer.result import latency_record
 from dawnpipe.infer.timing import time_items
 from dawnpipe.prices import load_prices, price_per_hour
@@ -37,7 +34,7 @@ from dawnpipe.tasks import get_task
 
 
 def configure(p) -> None:
-    p.add_argument("--backend", default="eager", help=f"inference backend (one of: {', '.join(BACKENDS)}; default eager)")
+    p.add_argument("--backend", default="eager", help=f"inference backend (one of: {', '.join(names())}; default eager)")
     p.add_argument("--checkpoint", required=True, type=Path, help="model.pt written by the train stage")
     p.add_argument("--run-json", required=True, type=Path, help="the run's run.json (entry, threshold, hardware)")
     p.add_argument("--data", required=True, type=Path, help="prepared data directory")
@@ -55,25 +52,26 @@ def run(args) -> int:
         raise UsageError(f"--threads must be at least 1, not {args.threads}")
     if args.warmup < 0:
         raise UsageError(f"--warmup must be non-negative, not {args.warmup}")
-    backend = get_backend(args.backend)
     run_info = read_json(args.run_json)
+    task = get_task(run_info["task"])
+    kind = item_kind(task)
+    backend = get_backend(args.backend, kind.name)
     if run_info["framework"] != backend.framework:
         raise DawnpipeError(f"{args.run_json}: a {run_info['framework']} run; backend {backend.name} reads {backend.framework} checkpoints")
-    task = get_task(run_info["task"])
     usd_per_hour = price_per_hour(load_prices(args.prices), run_info["hardware"])
-    split = load_split(args.data, "test", args.limit)
-    images, labels = np.array(split.images), np.array(split.labels)  # in memory: no disk reads while timing
+    inference = kind.load(task, args.data, args.limit)
+    extra = {"calibration_items": kind.calibration_items(inference)} if backend.calibrates else {}
     print(f"infer: {run_info['entry']} seed {run_info['seed']}, backend {backend.name}: preparing {args.checkpoint}", flush=True)
-    calibration = np.array(load_split(args.data, "train", CALIBRATION_ITEMS).images)
-    ctx = PrepareContext(checkpoint=args.checkpoint, device=args.device, threads=args.threads, check_items=images, calibration_items=calibration)
-    predictor = load_backend(backend.name).prepare(ctx)
+    predictor = load_backend(backend).prepare(args.checkpoint, device=args.device, threads=args.threads, check_items=inference.items, **extra)
     check = predictor.export_check
     print(f"infer: {backend.name} ready in {predictor.notes.get('prepare_seconds', float('nan')):.1f}s on {predictor.device}, "
-          f"{predictor.threads} threads, {predictor.framework_version}; outputs equal the checkpoint's on {check['items']} items "
-          f"(max |difference| {check['max_abs_diff']:.2g})", flush=True)
-    times = time_items(predictor.predict, images, warmup=args.warmup, sync=predictor.sync,
+          f"{predictor.threads} threads, {predictor.framework_version}"
+          + (f"; outputs equal the checkpoint's on {check['items']} items (max |difference| {check['max_abs_diff']:.2g})" if check else ""),
+          flush=True)
+    times = time_items(predictor.predict, inference.items, warmup=args.warmup, sync=predictor.sync,
                        desc=f"infer {run_info['entry']} s{run_info['seed']} {backend.name}")
-    record, per_item = latency_record(run_info=run_info, task=task, predictor=predictor, times=times, labels=labels,
+    scored = kind.score(task, times.answers, inference)
+    record, per_item = latency_record(run_info=run_info, task=task, kind=kind, predictor=predictor, times=times, scored=scored,
                                       usd_per_hour=usd_per_hour, checkpoint=args.checkpoint, cpu_model=cpu_model(), measured=now_iso())
     write_parquet(args.items_parquet, per_item)
     write_json(args.out, record)
@@ -83,6 +81,6 @@ def run(args) -> int:
           f"max {record['latency_max_ms']:.4f} over {record['items']} items ({record['threads']} threads; "
           f"{record['warmup_items']} warm-up items excluded, mean {record['warmup_mean_ms'] or 0:.4f} ms); "
           + (f"${cost:.6f} per 10,000 items; " if cost is not None else "no price known; ")
-          + f"{task.inference_accuracy_field} {record['accuracy']:.2f}"
-          + ("" if record["meets_threshold"] else f" < threshold {record['threshold']:g}: excluded from the latency ranking"))
+          + f"{task.inference_accuracy_field} {task.format_metric(record['accuracy'])}"
+          + ("" if record["meets_threshold"] else f" < threshold {task.format_metric(record['threshold'])}: excluded from the latency ranking"))
     return 0

@@ -9,8 +9,12 @@ compiled code. Needs a C++ compiler on CPUs.
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import numpy as np
+
 from dawnpipe.errors import DawnpipeError
-from dawnpipe.infer.predictor import PrepareContext, Predictor
+from dawnpipe.infer.predictor import Predictor
 
 
 def compile_module(module, example):
@@ -28,7 +32,7 @@ def compile_module(module, example):
     return compiled
 
 
-def prepare(ctx: PrepareContext) -> Predictor:
+def prepare(checkpoint: Path, *, device: str, threads: int, check_items: np.ndarray) -> Predictor:
     from dawnpipe.infer.torch_model import prepare_torch
 
-    return prepare_torch(ctx, "compile", compile_module, mode="default", dynamic=False)
+    return prepare_torch("compile", checkpoint, device=device, threads=threads, check_items=check_items, transform=compile_module, mode="default", dynamic=False)

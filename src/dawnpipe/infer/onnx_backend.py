@@ -20,7 +20,7 @@ from typing import Any, Callable
 import numpy as np
 
 from dawnpipe.errors import DawnpipeError
-from dawnpipe.infer.predictor import PrepareContext, Predictor
+from dawnpipe.infer.predictor import Predictor
 
 OPSET = 17
 
@@ -79,22 +79,22 @@ def framework_version(extra: str = "") -> str:
     return f"onnxruntime {ort.__version__} (opset {OPSET}, exported by torch {torch.__version__}{extra})"
 
 
-def prepare(ctx: PrepareContext) -> Predictor:
+def prepare(checkpoint: Path, *, device: str, threads: int, check_items: np.ndarray) -> Predictor:
     from dawnpipe.infer import torch_model as tm
 
-    ckpt = tm.load_checkpoint(ctx.checkpoint)
+    ckpt = tm.load_checkpoint(checkpoint)
     notes: dict[str, Any] = {}
     with tm.stopwatch(notes, "prepare_seconds"):
         module, facts = tm.inference_net(ckpt, channels_last=False)  # ONNX Runtime picks its own layout
         with tempfile.TemporaryDirectory(prefix="dawnpipe-onnx-") as tmp:
             path = Path(tmp) / "model.onnx"
-            export_onnx(module, ctx.check_items[0], path)
-            session = open_session(path, threads=ctx.threads, device=ctx.device)
+            export_onnx(module, check_items[0], path)
+            session = open_session(path, threads=threads, device=device)
             notes["onnx_bytes"] = path.stat().st_size
     logits, predict = session_fns(session)
-    check = tm.check_against_checkpoint(ckpt, logits, ctx.check_items, "onnxruntime")
+    check = tm.check_against_checkpoint(ckpt, logits, check_items, "onnxruntime")
     return Predictor(
-        backend="onnxruntime", predict=predict, device=session_device(session), threads=ctx.threads, precision="fp32",
+        backend="onnxruntime", predict=predict, device=session_device(session), threads=threads, precision="fp32",
         framework_version=framework_version(), export_check=check, checkpoint=tm.checkpoint_facts(ckpt),
         notes={**facts, **notes, "provider": session.get_providers()[0]},
     )

@@ -3,8 +3,8 @@ backend, statically quantised to 8-bit integers by ONNX Runtime's
 quantisation tool, run by ONNX Runtime.
 
 - Weights int8, per output channel; activations uint8 with ranges calibrated
-  (min/max) on the context's items of the *training* set
-  (``CALIBRATION_ITEMS``), never on the scored inference set.
+  (min/max) on ``calibration_items``, a prefix of the *training* set
+  (``dawnpipe.infer.items.CALIBRATION_ITEMS``), never on the scored inference set.
 - QDQ format: ONNX Runtime fuses each QuantizeLinear/DequantizeLinear pair
   around a convolution into an integer convolution (VNNI on CPUs that have it;
   on x86 CPUs without VNNI, u8s8 arithmetic can saturate: check the accuracy).
@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from dawnpipe.errors import DawnpipeError
-from dawnpipe.infer.predictor import PrepareContext, Predictor
+from dawnpipe.infer.predictor import Predictor
 
 
 def quantize(fp32: Path, out: Path, calibration_items: np.ndarray, work: Path) -> None:
@@ -45,35 +45,35 @@ def quantize(fp32: Path, out: Path, calibration_items: np.ndarray, work: Path) -
                     activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, calibrate_method=CalibrationMethod.MinMax)
 
 
-def prepare(ctx: PrepareContext) -> Predictor:
+def prepare(checkpoint: Path, *, device: str, threads: int, check_items: np.ndarray, calibration_items: np.ndarray | None = None) -> Predictor:
     from dawnpipe.infer import onnx_backend as ob
     from dawnpipe.infer import torch_model as tm
     from dawnpipe.infer.predictor import compare_outputs
 
-    if ctx.calibration_items is None or len(ctx.calibration_items) == 0:
+    if calibration_items is None or len(calibration_items) == 0:
         raise DawnpipeError("backend onnxruntime-int8: needs calibration items from the training set (none given)")
-    ckpt = tm.load_checkpoint(ctx.checkpoint)
-    calibration = ctx.calibration_items
+    ckpt = tm.load_checkpoint(checkpoint)
+    calibration = calibration_items
     notes: dict[str, Any] = {}
     with tm.stopwatch(notes, "prepare_seconds"):
         module, facts = tm.inference_net(ckpt, channels_last=False)
         with tempfile.TemporaryDirectory(prefix="dawnpipe-onnx-int8-") as tmp:
             fp32, int8 = Path(tmp) / "model.onnx", Path(tmp) / "model.int8.onnx"
-            ob.export_onnx(module, ctx.check_items[0], fp32)
-            exact = ob.open_session(fp32, threads=ctx.threads, device="cpu")
+            ob.export_onnx(module, check_items[0], fp32)
+            exact = ob.open_session(fp32, threads=threads, device="cpu")
             quantize(fp32, int8, calibration, Path(tmp))
-            session = ob.open_session(int8, threads=ctx.threads, device=ctx.device)
+            session = ob.open_session(int8, threads=threads, device=device)
             notes["onnx_bytes"] = int8.stat().st_size
     exact_logits, _ = ob.session_fns(exact)
     logits, predict = ob.session_fns(session)
-    check = tm.check_against_checkpoint(ckpt, exact_logits, ctx.check_items, "onnxruntime-int8 (its fp32 export)")
-    items = np.ascontiguousarray(ctx.check_items[:check["items"]])
+    check = tm.check_against_checkpoint(ckpt, exact_logits, check_items, "onnxruntime-int8 (its fp32 export)")
+    items = np.ascontiguousarray(check_items[:check["items"]])
     reference = np.stack([exact_logits(x) for x in items])
     quantized = np.stack([logits(x) for x in items])
     # no tolerance: quantisation is allowed to move logits; the gate judges accuracy
     check["quantized_vs_fp32"] = compare_outputs(reference, quantized, backend="onnxruntime-int8")
     return Predictor(
-        backend="onnxruntime-int8", predict=predict, device=ob.session_device(session), threads=ctx.threads, precision="int8",
+        backend="onnxruntime-int8", predict=predict, device=ob.session_device(session), threads=threads, precision="int8",
         framework_version=ob.framework_version(", quantised by onnxruntime.quantization"), export_check=check,
         checkpoint=tm.checkpoint_facts(ckpt),
         notes={**facts, **notes, "provider": session.get_providers()[0], "calibration_items": int(len(calibration)),

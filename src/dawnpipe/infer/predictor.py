@@ -1,11 +1,11 @@
 """What every inference backend hands to the timing loop, whatever its framework.
 
 A backend module (registered in ``dawnpipe.infer.backends``) turns a training
-checkpoint into a :class:`Predictor`: ``predict`` answers one stored item (the
-uint8 array as kept on disk) with a class id, and is the only thing timed.
-Preprocessing (scaling, normalisation, test-time augmentation) happens inside
-it, so every backend is timed on the same work: from the stored item to the
-answer.
+checkpoint into a :class:`Predictor`: ``predict`` answers one item (for image
+tasks the uint8 array as stored, answered with a class id) and is the only
+thing timed. Preprocessing (scaling, normalisation, test-time augmentation,
+tokenisation) happens inside it, so every backend is timed on the same work:
+from the stored item to the answer.
 
 Before a backend is timed, its exported/compiled model is checked against the
 checkpoint as trained (``check_outputs``): the same items, logits equal within
@@ -15,7 +15,6 @@ a tolerance. A backend that changes the answers is an error, not a result.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
@@ -28,28 +27,12 @@ from dawnpipe.errors import DawnpipeError
 # for that and still catches a wrong weight, layout or preprocessing step.
 ATOL = 1e-3
 RTOL = 1e-3
-# Training items handed to backends that calibrate (int8 activation ranges): a
-# prefix of the training split, so every run and backend calibrates on the same.
-CALIBRATION_ITEMS = 512
-
-
-@dataclass(frozen=True)
-class PrepareContext:
-    """What a backend's ``prepare(ctx) -> Predictor`` is given."""
-
-    checkpoint: Path  # the train stage's model of the first epoch at the threshold
-    device: str  # "auto" (CUDA when present), "cpu" or "cuda"
-    threads: int  # CPU threads the framework may use while answering
-    check_items: np.ndarray  # stored items of the inference set, for the check against the checkpoint
-    # Stored items of the training set, for backends that calibrate (int8
-    # activation ranges); never the inference set, whose answers are scored.
-    calibration_items: np.ndarray | None = None
 
 
 @dataclass
 class Predictor:
     backend: str
-    predict: Callable[[np.ndarray], int]  # one stored item -> class id (what is timed)
+    predict: Callable[[Any], Any]  # one item -> its answer (what is timed); dawnpipe.infer.items
     device: str  # "cpu", "cuda:0", ...
     threads: int  # CPU threads the framework uses while answering
     precision: str  # arithmetic of the forward pass: fp32, bf16, fp16, int8

@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dawnpipe.errors import DawnpipeError
 from dawnpipe.infer.backends import get_backend
+from dawnpipe.infer.items import ImageItems, QuestionItems, Scored
 from dawnpipe.infer.latency import latency_stats
 from dawnpipe.infer.predictor import Predictor
 from dawnpipe.infer.timing import ItemTimes
@@ -25,18 +25,10 @@ from dawnpipe.tasks import Task
 from dawnpipe.tta import inference_cost_per_10k
 
 
-def top1_accuracy(answers: list[Any], labels: np.ndarray) -> tuple[float, np.ndarray]:
-    """Percent of answers equal to the label, and the per-item hits."""
-    correct = np.asarray(answers, dtype=np.int64) == np.asarray(labels, dtype=np.int64)
-    return 100.0 * float(correct.mean()), correct
-
-
-def latency_record(*, run_info: dict[str, Any], task: Task, predictor: Predictor, times: ItemTimes, labels: np.ndarray,
-                   usd_per_hour: float | None, checkpoint: Path, cpu_model: str, measured: str) -> tuple[dict[str, Any], pd.DataFrame]:
+def latency_record(*, run_info: dict[str, Any], task: Task, kind: ImageItems | QuestionItems, predictor: Predictor, times: ItemTimes,
+                   scored: Scored, usd_per_hour: float | None, checkpoint: Path, cpu_model: str, measured: str) -> tuple[dict[str, Any], pd.DataFrame]:
     """The result record (latency/<backend>.json) and the per-item table (latency/<backend>.parquet)."""
-    if task.inference_accuracy_field != "top1Accuracy":
-        raise DawnpipeError(f"task {task.name}: inference scores {task.inference_accuracy_field}; dawnpipe infer scores top-1 classification only")
-    accuracy, correct = top1_accuracy(times.answers, labels)
+    accuracy = scored.value
     threshold = float(run_info["threshold"])
     meets = accuracy >= threshold
     stats = latency_stats(times.seconds)
@@ -46,17 +38,17 @@ def latency_record(*, run_info: dict[str, Any], task: Task, predictor: Predictor
         "entry": run_info["entry"], "seed": int(run_info["seed"]), "task": task.name, "model": run_info["model"],
         "framework": run_info["framework"], "framework_version": predictor.framework_version,
         "hardware": run_info["hardware"], "cpu_model": cpu_model, "device": predictor.device,
-        "backend": predictor.backend, "backend_description": get_backend(predictor.backend).description,
-        "threads": int(predictor.threads), "precision": predictor.precision,
+        "backend": predictor.backend, "backend_description": get_backend(predictor.backend, kind.name).description,
+        "threads": int(predictor.threads), "precision": predictor.precision, "item": kind.description,
         "timer": "perf_counter" + (" + device synchronisation around each item" if predictor.sync else ""),
         "items": n, "official_items": task.inference_items, "full_inference_set": n >= task.inference_items,
         "warmup_items": len(warmup_ms), "warmup_ms": warmup_ms,
         "warmup_mean_ms": float(np.mean(warmup_ms)) if warmup_ms else None,
-        "metric": task.inference_accuracy_field, "accuracy": accuracy,
+        "metric": task.inference_accuracy_field, "accuracy": accuracy, **scored.extra,
         "threshold": threshold, "official_threshold": float(run_info["official_threshold"]),
         "demo_threshold": bool(run_info["demo_threshold"]), "meets_threshold": bool(meets),
         "reason": None if meets else (
-            f"inference accuracy {task.format_metric(accuracy)} with backend {predictor.backend} "
+            f"inference {task.inference_accuracy_field} {task.format_metric(accuracy)} with backend {predictor.backend} "
             f"< threshold {task.format_metric(threshold)}"),
         **stats,
         "usd_per_hour": usd_per_hour,
@@ -70,8 +62,5 @@ def latency_record(*, run_info: dict[str, Any], task: Task, predictor: Predictor
     }
     scalars = {k: v for k, v in record.items() if not isinstance(v, (dict, list))}
     validate(LatencyResult, pd.DataFrame([scalars]), f"latency of {checkpoint} with backend {predictor.backend}")
-    per_item = pd.DataFrame({
-        "item": np.arange(n, dtype=np.int64), "latency_ms": times.seconds * 1000.0,
-        "answer": np.asarray(times.answers, dtype=np.int64), "label": np.asarray(labels, dtype=np.int64), "correct": correct,
-    })
+    per_item = pd.DataFrame({"item": np.arange(n, dtype=np.int64), "latency_ms": times.seconds * 1000.0, **scored.columns})
     return record, per_item

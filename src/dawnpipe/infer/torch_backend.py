@@ -8,10 +8,14 @@ slower; the accuracy gate decides whether a precision is good enough).
 
 from __future__ import annotations
 
-from dawnpipe.infer.predictor import PrepareContext, Predictor
+from pathlib import Path
+
+import numpy as np
+
+from dawnpipe.infer.predictor import Predictor
 
 
-def prepare(ctx: PrepareContext) -> Predictor:
+def prepare(checkpoint: Path, *, device: str, threads: int, check_items: np.ndarray) -> Predictor:
     from dawnpipe.infer.torch_model import prepare_torch
 
-    return prepare_torch(ctx, "eager")
+    return prepare_torch("eager", checkpoint, device=device, threads=threads, check_items=check_items)

@@ -26,7 +26,7 @@ from torch import nn
 from torch.nn.utils.fusion import fuse_conv_bn_eval
 
 from dawnpipe.errors import DawnpipeError
-from dawnpipe.infer.predictor import PrepareContext, Predictor
+from dawnpipe.infer.predictor import Predictor
 from dawnpipe.models.torch_zoo import build_model
 
 CHECK_ITEMS = 64  # items of the inference set compared against the checkpoint before timing
@@ -196,22 +196,22 @@ def stopwatch(notes: dict[str, Any], key: str) -> Iterator[None]:
     notes[key] = time.perf_counter() - start
 
 
-def prepare_torch(ctx: PrepareContext, backend: str, transform: Callable[[nn.Module, torch.Tensor], Callable] | None = None,
-                  **extra_notes: Any) -> Predictor:
+def prepare_torch(backend: str, checkpoint: Path, *, device: str, threads: int, check_items: np.ndarray,
+                  transform: Callable[[nn.Module, torch.Tensor], Callable] | None = None, **extra_notes: Any) -> Predictor:
     """The PyTorch backends' common path: load the checkpoint, fold batch norms,
     NHWC layout, ``transform(module, example_item)`` (trace, compile, ...),
     then check the result against the checkpoint, one item at a time."""
-    ckpt = load_checkpoint(ctx.checkpoint)
-    device = pick_device(ctx.device)
-    threads = set_threads(ctx.threads)
+    ckpt = load_checkpoint(checkpoint)
+    device = pick_device(device)
+    threads = set_threads(threads)
     notes: dict[str, Any] = {}
     with stopwatch(notes, "prepare_seconds"):
         module, facts = inference_net(ckpt)
         module = module.to(device)
         if transform is not None:
-            example = torch.from_numpy(np.ascontiguousarray(ctx.check_items[:1])).to(device)
+            example = torch.from_numpy(np.ascontiguousarray(check_items[:1])).to(device)
             module = transform(module, example)
-    check = check_against_checkpoint(ckpt, as_logits_fn(module, device), ctx.check_items, backend)
+    check = check_against_checkpoint(ckpt, as_logits_fn(module, device), check_items, backend)
     return Predictor(
         backend=backend, predict=as_predict_fn(module, device), device=str(device), threads=threads, precision="fp32",
         framework_version=f"torch {torch.__version__}", sync=cuda_sync(device), export_check=check,

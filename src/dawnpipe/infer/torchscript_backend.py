@@ -16,7 +16,9 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from dawnpipe.infer.predictor import PrepareContext, Predictor
+import numpy as np
+
+from dawnpipe.infer.predictor import Predictor
 
 
 def export_and_load(module, example):
@@ -34,7 +36,7 @@ def export_and_load(module, example):
         return torch.jit.optimize_for_inference(frozen) if example.device.type == "cpu" else frozen
 
 
-def prepare(ctx: PrepareContext) -> Predictor:
+def prepare(checkpoint: Path, *, device: str, threads: int, check_items: np.ndarray) -> Predictor:
     from dawnpipe.infer.torch_model import prepare_torch
 
-    return prepare_torch(ctx, "torchscript", export_and_load)
+    return prepare_torch("torchscript", checkpoint, device=device, threads=threads, check_items=check_items, transform=export_and_load)

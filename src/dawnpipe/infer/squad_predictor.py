@@ -1,0 +1,75 @@
+"""SQuAD inference: backend ``eager`` for question items, every dev question
+answered on its own.
+
+    python -m dawnpipe infer --checkpoint results/runs/drqa/seed0/model.pt --run-json .../run.json \\
+        --data data/prepared/squad --prices config/prices.yaml --out .../latency/eager.json \\
+        --items-parquet .../latency/eager.parquet
+
+One item is one question with its paragraph, as text; the timed work is all a
+question-answering service does for it: tokenising the paragraph and the
+question (``dawnpipe.squad.text``, the same code prepare used), looking the
+tokens up in the checkpoint's vocabulary, the reader's forward pass, choosing
+the best span and cutting the answer text out of the paragraph. Timing, warm-up
+and scoring are the infer command's (``dawnpipe.infer.timing``,
+``dawnpipe.infer.items``: the official SQuAD v1.1 F1 as a 0..1 fraction in
+``accuracy``, exact match beside it; the per-question Parquet keeps id, answer
+text, F1, exact match and latency, so ``dawnpipe squad-eval`` can check the
+answers independently).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from dawnpipe.errors import DawnpipeError
+from dawnpipe.infer.predictor import Predictor
+from dawnpipe.models.squad_reader import best_spans, build_reader
+from dawnpipe.squad.text import TOKENIZER, Vocabulary, encode, pad_batch
+
+
+def reader_predictor(ckpt: dict[str, Any], device: torch.device) -> Callable[[str, str], str]:
+    """A function (question, paragraph) -> answer text."""
+    if ckpt.get("tokenizer") != TOKENIZER:
+        raise DawnpipeError(f"checkpoint tokenised with {ckpt.get('tokenizer')!r}, this dawnpipe uses {TOKENIZER!r}")
+    vocab = Vocabulary(tuple(ckpt["vocab_words"]), tuple(ckpt["vocab_chars"]))
+    model = build_reader(ckpt["model"], len(vocab.words), len(vocab.chars), **ckpt["model_args"])
+    model.load_state_dict(ckpt["state_dict"])
+    model = model.to(device).eval()
+    max_tokens = ckpt["reader"]["max_answer_tokens"]
+    amp = ckpt["precision"] != "fp32"
+    dtype = torch.bfloat16 if ckpt["precision"] == "bf16" else torch.float16
+
+    @torch.inference_mode()
+    def predict(question: str, context: str) -> str:
+        example = encode(vocab, question, context)
+        if len(example["c_words"]) == 0:
+            return ""
+        t = {k: torch.from_numpy(v).to(device) for k, v in pad_batch([example]).items()}
+        with torch.autocast(device.type, dtype=dtype, enabled=amp):
+            start, end = model(t["c_words"], t["c_chars"], t["c_feat"], t["c_mask"], t["q_words"], t["q_chars"], t["q_mask"])
+        first, last = (int(x) for x in torch.cat(best_spans(start, end, max_tokens)).tolist())  # .tolist() waits for the device
+        spans = example["c_spans"]
+        return context[spans[first, 0]:spans[last, 1]]
+
+    return predict
+
+
+def prepare(checkpoint: Path, *, device: str, threads: int, check_items: list | None = None) -> Predictor:
+    """Backend ``eager`` for question items: (question, paragraph) -> answer text.
+    Nothing is exported, so there is nothing to check against the checkpoint."""
+    from dawnpipe.infer.torch_model import cuda_sync, pick_device, set_threads, stopwatch
+
+    used = set_threads(threads)
+    dev = pick_device(device)
+    notes: dict[str, Any] = {}
+    with stopwatch(notes, "prepare_seconds"):
+        ckpt = torch.load(checkpoint, map_location="cpu", weights_only=False)  # our own train stage's file
+        answer = reader_predictor(ckpt, dev)
+    return Predictor(
+        backend="eager", predict=lambda item: answer(*item), device=str(dev), threads=used, precision=ckpt["precision"],
+        framework_version=f"torch {torch.__version__}", sync=cuda_sync(dev), export_check=None,
+        checkpoint={k: ckpt.get(k) for k in ("epoch", "metric", "metric_value", "reached_threshold")}, notes=notes,
+    )
