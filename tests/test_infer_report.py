@@ -96,7 +96,8 @@ def test_page_has_a_distribution_per_result_and_a_scatter_per_task(page):
     assert section.count("latency per item (ms, log scale)") == n_results
     scatter_svg = section[section.index("<svg"):section.index("</svg>")]
     assert scatter_svg.count("<circle") == 3 + 2  # ranked results (int8 is below the threshold) + legend dots of their 2 backends
-    assert "below 90.0: not ranked" in section
+    assert "below 90.0: not ranked" in section and "200 of 10000 items" in section and "built-in method" not in section
+    assert "max |&Delta;| 1e-07 on 64 items" in section
 
 
 def test_every_text_is_escaped(page):

@@ -78,9 +78,11 @@ def line_chart(series: Sequence[tuple[str, Sequence[float], Sequence[float]]], *
 # ---------------------------------------------------------------- log axes, histograms, scatters
 def _log_ticks(lo: float, hi: float) -> list[float]:
     """1-2-5 ticks of a logarithmic axis from lo to hi (both > 0)."""
-    ticks = []
-    for k in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1):
-        ticks += [m * 10.0 ** k for m in (1, 2, 5) if lo <= m * 10.0 ** k <= hi]
+    for mantissas in ((1, 2, 5), (1, 2, 3, 4, 5, 6, 7, 8, 9)):  # finer when the range spans less than a decade
+        ticks = [m * 10.0 ** k for k in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+                 for m in mantissas if lo <= m * 10.0 ** k <= hi]
+        if len(ticks) >= 3:
+            return ticks
     return ticks or [lo, hi]
 
 
