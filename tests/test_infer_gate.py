@@ -113,3 +113,16 @@ def test_bad_input_is_a_message_not_a_traceback(tiny, tmp_path):
     proc = run_cli("infer", "--threads", "0", "--checkpoint", str(tiny["checkpoint"]), *common)
     assert proc.returncode == 2 and "--threads must be at least 1" in proc.stderr
     assert not (tmp_path / "o.json").exists() and not (tmp_path / "o.parquet").exists()
+
+
+def test_schema_refuses_a_gate_that_disagrees_with_the_accuracy():
+    from dawnpipe.errors import DawnpipeError
+    from dawnpipe.schemas.results import LatencyResult, validate
+
+    row = dict(entry="e", seed=0, task="fashion-mnist", model="fastnet", framework="pytorch", hardware="local-cpu",
+               backend="eager", device="cpu", precision="fp32", threads=1, items=10, warmup_items=1, warmup_mean_ms=1.0,
+               accuracy=92.99, threshold=93.0, demo_threshold=False, meets_threshold=True, latency_mean_ms=1.0,
+               latency_p50_ms=1.0, latency_p90_ms=1.1, latency_p99_ms=1.2, latency_max_ms=2.0, usd_per_hour=0.1, cost_per_10k_usd=0.0003)
+    with pytest.raises(DawnpipeError, match="gate_agrees_with_accuracy"):
+        validate(LatencyResult, pd.DataFrame([row]), "latency/eager.json")
+    validate(LatencyResult, pd.DataFrame([{**row, "meets_threshold": False}]), "latency/eager.json")
