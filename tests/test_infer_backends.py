@@ -69,10 +69,9 @@ def test_backend_round_trip_equals_checkpoint(name, checkpoint):
 def test_compile_backend_round_trip_equals_checkpoint(tmp_path):
     """torch.compile (TorchInductor) on this CPU: minutes of compiling on 2 cores."""
     ckpt = make_checkpoint(tmp_path / "model.pt", model="fastnet", model_args=MODELS["fastnet"])
-    ctx = context(ckpt)
-    predictor = backends.load_backend("compile").prepare(ctx)
+    predictor = prepare("compile", ckpt)
     assert predictor.export_check["max_abs_diff"] <= ATOL
-    assert_answers_like_checkpoint(predictor, checkpoint, exact=True)
+    assert_answers_like_checkpoint(predictor, ckpt, exact=True)
 
 
 def test_folding_batch_norms_keeps_the_function(checkpoint):
