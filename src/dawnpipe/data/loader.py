@@ -34,3 +34,20 @@ def load_split(prepared: Path, split: str, limit: int | None = None) -> Split:
     if limit is not None:
         images, labels = images[:limit], labels[:limit]
     return Split(images=images, labels=labels, classes=manifest["classes"])
+
+
+def prepared_dir(path: Path, task: str) -> Path:
+    """The prepared data of ``task``: ``path`` itself when it holds a
+    manifest.json, else ``path/<task>`` (``path`` is then a directory of
+    prepared data sets, one per task, like data/prepared/; DVC passes that,
+    since its stage templates cannot look up an entry's task)."""
+    path = Path(path)
+    found = path if (path / "manifest.json").is_file() else path / task
+    manifest = found / "manifest.json"
+    if not manifest.is_file():
+        raise DawnpipeError(f"{path}: no prepared data for task {task} (no {path / 'manifest.json'} or {manifest}); "
+                            f"run 'dawnpipe prepare {task} --out {path / task}' first")
+    prepared_task = read_json(manifest).get("task", task)
+    if prepared_task != task:
+        raise DawnpipeError(f"{manifest}: data prepared for task {prepared_task!r}, not {task!r}")
+    return found

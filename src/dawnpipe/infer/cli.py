@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dawnpipe.data.loader import load_split
+from dawnpipe.argtypes import optional_int
+from dawnpipe.data.loader import load_split, prepared_dir
 from dawnpipe.fileio import read_json, write_json, write_parquet
 from dawnpipe.infer.latency import latency_stats
 from dawnpipe.prices import load_prices, price_per_hour
@@ -48,13 +49,13 @@ def time_items(predict, images: np.ndarray, labels: np.ndarray, warmup: int, des
 def configure(p) -> None:
     p.add_argument("--checkpoint", required=True, type=Path, help="model.pt written by the train stage")
     p.add_argument("--run-json", required=True, type=Path, help="the run's run.json (entry, threshold, hardware)")
-    p.add_argument("--data", required=True, type=Path, help="prepared data directory")
+    p.add_argument("--data", required=True, type=Path, help="prepared data directory, or a directory of them named by task")
     p.add_argument("--prices", required=True, type=Path, help="price table (config/prices.yaml)")
     p.add_argument("--out", required=True, type=Path, help="output: latency summary JSON")
     p.add_argument("--items-parquet", required=True, type=Path, help="output: per-item latencies (Parquet)")
     p.add_argument("--threads", type=int, default=1, help="CPU threads of the framework (recorded; default 1)")
     p.add_argument("--warmup", type=int, default=50, help="untimed warm-up items before timing (default 50)")
-    p.add_argument("--limit", type=int, help="answer only the first N items (demo/test configs)")
+    p.add_argument("--limit", type=optional_int, help="answer only the first N items (demo/test configs; null = all)")
 
 
 def run(args) -> int:
@@ -65,7 +66,7 @@ def run(args) -> int:
     torch.set_num_threads(args.threads)
     run_info = read_json(args.run_json)
     task = get_task(run_info["task"])
-    split = load_split(args.data, "test", args.limit)
+    split = load_split(prepared_dir(args.data, task.name), "test", args.limit)
     images, labels = np.array(split.images), np.array(split.labels)
     device = torch.device("cuda" if run_info["environment"].get("device", "cpu").startswith("cuda") and torch.cuda.is_available() else "cpu")
     predict = eager_predictor(load_checkpoint(args.checkpoint), device)
