@@ -382,7 +382,8 @@ def test_changing_one_entry_reruns_only_its_work(built):
     assert text.count("  lr: 0.2 ") == 1
     entry.write_text(text.replace("  lr: 0.2 ", "  lr: 0.25 "), encoding="utf-8")
     diff = json.loads(run(repo, env, "dvc", "params", "diff", "--json").stdout)
-    assert diff == {"config/entries/fastnet-b.yaml": {"hyperparameters.lr": {"old": 0.2, "new": 0.25}}}
+    assert list(diff) == ["config/entries/fastnet-b.yaml"] and list(diff["config/entries/fastnet-b.yaml"]) == ["hyperparameters.lr"]
+    assert {k: diff["config/entries/fastnet-b.yaml"]["hyperparameters.lr"][k] for k in ("old", "new")} == {"old": 0.2, "new": 0.25}
     assert set(status(repo, env)) == {"train@fastnet-b-0"}
     before = tracked_files(repo)
     ran = stages_run(run(repo, env, "dvc", "repro").stdout)
