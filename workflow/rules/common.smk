@@ -53,6 +53,22 @@ def get_data_source_arg(wildcards):
     return f"--source {source}" if source else ""
 
 
+def get_data_checksums(wildcards):
+    """The task's replacement checksums file (an input, so editing it refetches), or none."""
+    path = config["data_checksums"].get(wildcards.task)
+    return [path] if path else []
+
+
+def get_data_checksums_arg(wildcards):
+    path = config["data_checksums"].get(wildcards.task)
+    return f"--expect {path}" if path else ""
+
+
+def get_prepare_threads(wildcards):
+    """ImageNet decodes in parallel (one process per CPU it may use); the others need one."""
+    return max(1, workflow.cores or 1) if get_task(wildcards.task).data.get("kind") == "imagenet" else 1
+
+
 def get_run_settings_hash(wildcards):
     """Everything that decides a training run's result. A params value, so an
     edited comment (in the config or an entry file) does not retrain, while any
@@ -95,7 +111,7 @@ def get_train_code(wildcards):
     """The package code a training run depends on: editing the trainer or a
     model retrains; editing the report does not."""
     pkg = os.path.join(SRC, "dawnpipe")
-    files = ["train/cli.py", "train/logbook.py", "train/schedule.py", "data/loader.py", "entries.py"]
+    files = ["train/cli.py", "train/logbook.py", "train/schedule.py", "train/data_source.py", "data/loader.py", "entries.py"]
     files += ["train/tf_trainer.py", "models/tf_zoo.py"] if is_tensorflow(wildcards) else ["train/torch_trainer.py", "models/torch_zoo.py"]
     return [os.path.relpath(os.path.join(pkg, f)) for f in files if os.path.exists(os.path.join(pkg, f))]
 
