@@ -98,8 +98,10 @@ def random_resized_crop(x: torch.Tensor, size: int, min_scale: float, gen: torch
     n = x.shape[0]
     area = min_scale + (1.0 - min_scale) * torch.rand(n, generator=gen)
     log_ratio = math.log(3 / 4) + (math.log(4 / 3) - math.log(3 / 4)) * torch.rand(n, generator=gen)
-    w = torch.sqrt(area * torch.exp(log_ratio)).clamp(max=1.0)  # fractions of the side
-    h = torch.sqrt(area / torch.exp(log_ratio)).clamp(max=1.0)
+    w = torch.sqrt(area * torch.exp(log_ratio))  # fractions of the side; w * h = area <= 1
+    h = torch.sqrt(area / torch.exp(log_ratio))
+    # a side longer than the image: keep the whole side and the area, give up the aspect ratio
+    w, h = torch.where(w > 1, 1.0, torch.where(h > 1, area, w)), torch.where(h > 1, 1.0, torch.where(w > 1, area, h))
     cx = (1.0 - w) * (2.0 * torch.rand(n, generator=gen) - 1.0)  # centre, in grid_sample's -1..1 coordinates
     cy = (1.0 - h) * (2.0 * torch.rand(n, generator=gen) - 1.0)
     theta = torch.zeros(n, 2, 3)
