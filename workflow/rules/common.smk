@@ -6,10 +6,11 @@ import sys
 from snakemake.utils import validate
 
 # Rules run `python -m dawnpipe`; make the package importable without installing
-# it (conda envs from envs/*.yaml hold only third-party packages).
+# it (conda envs from envs/*.yaml hold only third-party packages). Snakemake's
+# own prefix for bash is `set -euo pipefail;`, which replacing it must keep.
 SRC = os.path.join(workflow.basedir, "src")
 sys.path.insert(0, SRC)
-os.environ["PYTHONPATH"] = SRC + os.pathsep + os.environ.get("PYTHONPATH", "")
+shell.prefix(f"set -euo pipefail; export PYTHONPATH='{SRC}'${{{{PYTHONPATH:+:$PYTHONPATH}}}}; ")  # braces doubled twice: f-string, then Snakemake's format
 
 from dawnpipe.entries import config_hash, load_entry, run_settings  # noqa: E402
 from dawnpipe.errors import DawnpipeError  # noqa: E402

@@ -48,16 +48,17 @@ class Check:
     reason: str = ""
 
 
-def content_check(path: Path, spec: dict[str, Any]) -> Check:
-    """Compare ``path`` with its spec (sha256 of content, length, md5 of the file)."""
+def content_check(path: Path, spec: dict[str, Any], name: str | None = None) -> Check:
+    """Compare ``path`` with its spec (sha256 of content, length, md5 of the file).
+    ``name`` is the file's real name when ``path`` is a temporary (``.part``)."""
     raw_md5 = hashlib.md5() if spec.get("md5") else None
     sha = hashlib.sha256()
     size = 0
-    raw = not path.name.endswith(".gz") or spec.get("raw")
+    raw = not (name or path.name).endswith(".gz") or spec.get("raw")
     try:
         # archives of many GB (ImageNet) take minutes to hash: show progress for those
         big = path.stat().st_size > BIG_FILE
-        with progress(total=path.stat().st_size if raw else None, desc=f"verify {path.name}",
+        with progress(total=path.stat().st_size if raw else None, desc=f"verify {name or path.name}",
                       unit="B", unit_scale=True, disable=not big) as bar:
             if raw_md5 is not None:
                 with open(path, "rb") as f:
@@ -144,7 +145,7 @@ def _fetch_one(name, spec, final: Path, cache: Path, local_dirs: list[Path], bas
     url = urllib.parse.urljoin(base_url, spec.get("url_name", name))
     for attempt in (1, 2):
         download(url, part)
-        check = content_check(part, spec)
+        check = content_check(part, spec, name)
         if check.ok:
             part.replace(final)
             print(f"fetch: {name}: downloaded from {url} (verified)")
