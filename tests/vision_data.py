@@ -10,13 +10,10 @@ direction, plus noise, so a model can learn something in an epoch.
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
-import http.server
 import io
 import pickle
 import tarfile
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -145,20 +142,10 @@ def write_imagenet_archives(root: Path, train: dict, val: dict, labels: dict) ->
 # ---------------------------------------------------------------- HTTP
 
 
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args) -> None:
-        pass
-
-
 @contextlib.contextmanager
 def serve(directory: Path):
-    """An HTTP server on 127.0.0.1 (a free port) serving ``directory``; yields its base URL."""
-    handler = functools.partial(_QuietHandler, directory=str(directory))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
+    """The files of ``directory`` served on 127.0.0.1 (tests/local_http.py); yields the base URL."""
+    from local_http import serve as serve_files
+
+    with serve_files({p.name: p.read_bytes() for p in directory.iterdir() if p.is_file()}) as (url, _log):
+        yield url
