@@ -55,14 +55,13 @@ def get_data_source_arg(wildcards):
 
 
 def get_data_checksums(wildcards):
-    """The task's replacement checksums file (an input, so editing it refetches), or none."""
+    """The --expect file of a task (an input, so editing it fetches again), or nothing."""
     path = config["data_checksums"].get(wildcards.task)
     return [path] if path else []
 
 
-def get_data_checksums_arg(wildcards):
-    path = config["data_checksums"].get(wildcards.task)
-    return f"--expect {path}" if path else ""
+def get_fetch_expect_arg(wildcards):
+    return " ".join(f"--expect {p}" for p in get_data_checksums(wildcards))
 
 
 def get_prepare_threads(wildcards):
@@ -114,6 +113,8 @@ def get_train_code(wildcards):
     pkg = os.path.join(SRC, "dawnpipe")
     files = ["train/cli.py", "train/logbook.py", "train/schedule.py", "train/data_source.py", "data/loader.py", "entries.py"]
     files += ["train/tf_trainer.py", "models/tf_zoo.py"] if is_tensorflow(wildcards) else ["train/torch_trainer.py", "models/torch_zoo.py"]
+    if get_task(ENTRIES[wildcards.entry]["task"]).data.get("kind") == "squad":
+        files += ["train/squad_trainer.py", "models/squad_reader.py", "data/squad.py", "squad/text.py", "squad/evaluate.py"]
     return [os.path.relpath(os.path.join(pkg, f)) for f in files if os.path.exists(os.path.join(pkg, f))]
 
 

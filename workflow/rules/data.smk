@@ -10,7 +10,7 @@ rule fetch:
         "results/logs/fetch/{task}.log",
     params:
         source=get_data_source_arg,
-        expect=get_data_checksums_arg,
+        expect=get_fetch_expect_arg,
         # partial downloads survive a failed job here (the output dir does not)
         cache="data/.partial/{task}",
     threads: 1

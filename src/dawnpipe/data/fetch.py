@@ -30,6 +30,7 @@ from typing import Any
 import yaml
 
 from dawnpipe.data.download import download
+from dawnpipe.data.squad import fetch_squad
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import write_json
 from dawnpipe.progress import progress
@@ -197,6 +198,7 @@ def lazy(module: str, name: str):
 # data kind (tasks/*.yaml `data.kind`) -> function(spec_data, dest, cache, source) -> record of files
 FETCHERS = {
     "idx": fetch_listed_files,
+    "squad": fetch_squad,
     "cifar10-python": fetch_listed_files,  # one tarball, verified by its published MD5; prepare reads it in place
     "imagenet": lazy("dawnpipe.data.imagenet", "fetch_imagenet"),
 }

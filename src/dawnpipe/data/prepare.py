@@ -17,6 +17,7 @@ import numpy as np
 
 from dawnpipe.data.fetch import lazy
 from dawnpipe.data.idx import read_idx
+from dawnpipe.data.squad import prepare_squad
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import atomic_path, read_json, write_json
 from dawnpipe.tasks import get_task
@@ -84,6 +85,7 @@ def prepare(task_name: str, raw: Path, out: Path) -> Path:
 # ("format", "splits", ...); manifest.json is written last, by prepare().
 PREPARERS = {
     "idx": prepare_idx,
+    "squad": prepare_squad,
     "cifar10-python": lazy("dawnpipe.data.cifar", "prepare_cifar10"),
     "imagenet": lazy("dawnpipe.data.imagenet", "prepare_imagenet"),
 }
