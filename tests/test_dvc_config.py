@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from conftest import ROOT, run_cli
 from dawnpipe.argtypes import boolean, optional_int, task_option
 from dawnpipe.data.fetch import FETCHERS
 from dawnpipe.data.loader import prepared_dir
@@ -21,7 +22,6 @@ from dawnpipe.errors import DawnpipeError
 from dawnpipe.runfiles import files_under, run_dirs
 from dawnpipe.tasks import all_tasks
 
-ROOT = Path(__file__).resolve().parent.parent
 DVC_YAML = yaml.safe_load((ROOT / "dvc.yaml").read_text(encoding="utf-8"))
 # The configs DVC runs (copied over config/config.yaml); the test-<task>.yaml
 # configs fetch generated data with data_checksums, which only Snakemake passes.
@@ -166,3 +166,14 @@ def test_run_dirs_and_files_under_find_runs_below_directories(tmp_path):
         run_dirs([tmp_path / "empty"])
     with pytest.raises(DawnpipeError, match=r"empty: no \*\.json below"):
         files_under([tmp_path / "empty"], "*.json")
+
+
+def test_train_without_its_data_set_says_what_to_add(tmp_path):
+    (tmp_path / "prepared").mkdir()
+    run = tmp_path / "runs"
+    proc = run_cli("train", "--entry", str(ROOT / "config/entries/fastnet.yaml"), "--seed", "0", "--data", str(tmp_path / "prepared"),
+                   "--tsv", str(run / "t.tsv"), "--log-parquet", str(run / "t.parquet"), "--checkpoint", str(run / "m.pt"),
+                   "--run-json", str(run / "run.json"), "--train-limit", "None", "--stop-at-threshold", "true", "--fashion-mnist", "70")
+    assert proc.returncode == 1, proc.stderr
+    assert "no prepared data for task fashion-mnist" in proc.stderr and "dvc.yaml" in proc.stderr
+    assert "Traceback" not in proc.stderr and not run.exists()

@@ -66,11 +66,11 @@ def settings_from_args(args) -> dict:
 def run(args) -> int:
     settings = settings_from_args(args)
     entry = settings["entry"]
+    data = prepared_dir(args.data, entry["task"])
     work_dir = args.work_dir or args.run_json.parent / ".work"
     work_dir.mkdir(parents=True, exist_ok=True)
     started = now_iso()
     Outputs, train = trainer_for(entry)
-    data = prepared_dir(args.data, entry["task"])
     summary = train(settings, data, Outputs(args.tsv, args.log_parquet, args.checkpoint, args.run_json, work_dir),
                     threads=args.threads, resume=not args.no_resume)
     environment = {**base_environment(), **summary.pop("environment")}
