@@ -24,15 +24,36 @@ from dawnpipe.tasks import get_task
 
 pytestmark = pytest.mark.slow
 
-# Runs a dawnpipe command in this process, then reports which frameworks it loaded.
+# Runs a dawnpipe command in a fresh interpreter where only the packages of one
+# conda env (envs/*.yaml, and what they depend on) can be imported, as in a
+# `--use-conda` job; then reports which frameworks the command loaded.
 PROBE = """
-import json, sys
+import importlib.metadata as md, json, os, re, sys
+
+blocked = json.loads(os.environ["DAWNPIPE_TEST_BLOCKED"])
+# None in sys.modules: `import x` raises ModuleNotFoundError and
+# importlib.util.find_spec("x") answers None, as when x is not installed ...
+for name in blocked["modules"]:
+    sys.modules.setdefault(name, None)
+# ... and its distribution has no metadata (torch asks importlib.metadata for optree).
+_from_name = md.Distribution.from_name.__func__
+
+def from_name(cls, name):
+    if re.sub(r"[-_.]+", "-", name).lower() in blocked["distributions"]:
+        raise md.PackageNotFoundError(name)
+    return _from_name(cls, name)
+
+md.Distribution.from_name = classmethod(from_name)
 from dawnpipe.cli import main
 try:
     main(sys.argv[1:])
 except SystemExit as e:
     code = e.code
-print("LOADED " + json.dumps({m: m in sys.modules for m in ("tensorflow", "keras", "torch")}))
+except ImportError:  # raised before dawnpipe's own error handling runs
+    import traceback
+    traceback.print_exc()
+    code = 1
+print("LOADED " + json.dumps({m: sys.modules.get(m) is not None for m in ("tensorflow", "keras", "torch")}))
 sys.exit(code)
 """
 
@@ -44,11 +65,25 @@ TINY_RECIPE = {
 LIMITS = ["--train-limit", "600", "--test-limit", "200"]
 
 
-def probe(*args: str, timeout: float = 900) -> tuple[subprocess.CompletedProcess, dict[str, bool]]:
-    proc = subprocess.run([sys.executable, "-c", PROBE, *args], env=tool_env(), capture_output=True, text=True, timeout=timeout)
+def probe(env_file: str, *args: str, timeout: float = 900) -> tuple[subprocess.CompletedProcess, dict[str, bool]]:
+    """Run ``dawnpipe ARGS`` with only ``env_file``'s packages importable: (process, frameworks it loaded)."""
+    env = tool_env({"DAWNPIPE_TEST_BLOCKED": json.dumps(outside_env(ROOT / env_file))})
+    proc = subprocess.run([sys.executable, "-c", PROBE, *args], env=env, capture_output=True, text=True, timeout=timeout)
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("LOADED ")]
     assert line, f"no LOADED line (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     return proc, json.loads(line[-1].removeprefix("LOADED "))
+
+
+def outside_env(env_file: Path) -> dict[str, list[str]]:
+    """The installed distributions that ``env_file`` neither pins nor pulls in, and their top-level modules."""
+    from importlib.metadata import distributions, packages_distributions
+
+    pinned = [d.split("==")[0] for d in yaml.safe_load(env_file.read_text())["dependencies"][-1]["pip"]]
+    provided = _with_dependencies(pinned) | {"dawnpipe"}
+    dists = sorted({_canonical(d.metadata["Name"]) for d in distributions()} - provided)
+    modules = sorted(m for m, owners in packages_distributions().items()
+                     if m not in sys.stdlib_module_names and not {_canonical(d) for d in owners} & provided)
+    return {"distributions": dists, "modules": modules}
 
 
 def train_args(entry: Path, out: Path, *extra: str) -> list[str]:
@@ -76,7 +111,7 @@ def work(tmp_path_factory, fashion_mnist_source) -> Path:
 def tf_run(work) -> tuple[Path, subprocess.CompletedProcess, dict]:
     """Two epochs, a threshold reached in the first one, the whole budget run."""
     out = work / "a"
-    proc, loaded = probe(*train_args(work / "tiny-tf.yaml", out, "--threshold", "10"))
+    proc, loaded = probe("envs/train-tf.yaml", *train_args(work / "tiny-tf.yaml", out, "--threshold", "10"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out, proc, loaded
 
@@ -107,23 +142,46 @@ def test_tf_run_json_records_the_tensorflow_environment(tf_run):
     assert "2 intra-op / 1 inter-op threads" in proc.stdout
 
 
-def test_tf_checkpoint_is_the_first_epoch_at_the_threshold(tf_run, work):
+@pytest.fixture(scope="module")
+def tf_infer(tf_run, work) -> tuple[subprocess.CompletedProcess, dict]:
+    out = tf_run[0]
+    proc, loaded = probe("envs/train-tf.yaml", "infer", "--checkpoint", str(out / "model.pt"), "--run-json", str(out / "run.json"),
+                         "--data", str(work / "prepared"), "--prices", str(ROOT / "config/prices.yaml"),
+                         "--out", str(out / "latency.json"), "--items-parquet", str(out / "latency.parquet"),
+                         "--threads", "1", "--warmup", "5", "--limit", "200")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc, loaded
+
+
+def test_tf_checkpoint_is_the_first_epoch_at_the_threshold(tf_run, tf_infer):
     out, _, _ = tf_run
     run = json.loads((out / "run.json").read_text())
     assert run["result"]["reached"] and run["result"]["threshold_epoch"] == 1 and run["result"]["epochs_run"] == 2
     meta = checkpoint_meta(out / "model.pt")
     assert (meta["epoch"], meta["reached_threshold"], meta["framework"]) == (1, True, "tensorflow")
     # Answering the same 200 test items one at a time gives the accuracy logged for epoch 1, not epoch 2.
-    proc, loaded = probe("infer", "--checkpoint", str(out / "model.pt"), "--run-json", str(out / "run.json"),
-                         "--data", str(work / "prepared"), "--prices", str(ROOT / "config/prices.yaml"),
-                         "--out", str(out / "latency.json"), "--items-parquet", str(out / "latency.parquet"),
-                         "--threads", "1", "--warmup", "5", "--limit", "200")
-    assert proc.returncode == 0, proc.stderr[-3000:]
     latency = json.loads((out / "latency.json").read_text())
     tsv = read_run_tsv(out / "train.tsv", get_task("fashion-mnist"))
     assert latency["accuracy"] == pytest.approx(float(tsv["top1Accuracy"].iloc[0]))
     assert (latency["backend"], latency["threads"], latency["items"]) == ("tf-function", 1, 200)
-    assert loaded["torch"] is False
+    assert tf_infer[1]["torch"] is False
+
+
+def test_tf_jobs_need_nothing_outside_envs_train_tf(tf_run, tf_infer):
+    """envs/train-tf.yaml is truthful: the TF train and infer jobs above ran
+    with every package outside it unimportable (torch among them)."""
+    blocked = outside_env(ROOT / "envs/train-tf.yaml")["modules"]
+    assert "torch" in blocked and "jinja2" in blocked and "tensorflow" not in blocked
+    assert tf_run[2]["tensorflow"] and tf_infer[1]["tensorflow"]
+
+
+def test_a_package_missing_from_the_env_fails_the_job(work, tmp_path):
+    """The env check above can fail: without PyYAML/jsonschema a job cannot even read its entry."""
+    thin = tmp_path / "thin.yaml"
+    thin.write_text(yaml.safe_dump({"dependencies": ["python=3.11", {"pip": ["numpy==2.4.6"]}]}))
+    proc, loaded = probe(str(thin), *train_args(work / "tiny-tf.yaml", tmp_path / "out"))
+    assert proc.returncode != 0 and "ModuleNotFoundError" in proc.stderr
+    assert not loaded["tensorflow"]
 
 
 def test_interrupted_tf_run_resumes_to_the_same_log(tf_run, work):
@@ -154,10 +212,10 @@ def test_interrupted_tf_run_resumes_to_the_same_log(tf_run, work):
 
 def test_pytorch_jobs_do_not_load_tensorflow(work):
     out = work / "torch"
-    proc, loaded = probe(*train_args(ROOT / "config/entries/fastnet.yaml", out, "--threshold", "1", "--stop-at-threshold"))
+    proc, loaded = probe("envs/train-torch.yaml", *train_args(ROOT / "config/entries/fastnet.yaml", out, "--threshold", "1", "--stop-at-threshold"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert loaded == {"tensorflow": False, "keras": False, "torch": True}
-    proc, loaded = probe("infer", "--checkpoint", str(out / "model.pt"), "--run-json", str(out / "run.json"),
+    proc, loaded = probe("envs/train-torch.yaml", "infer", "--checkpoint", str(out / "model.pt"), "--run-json", str(out / "run.json"),
                          "--data", str(work / "prepared"), "--prices", str(ROOT / "config/prices.yaml"),
                          "--out", str(out / "latency.json"), "--items-parquet", str(out / "latency.parquet"), "--limit", "20")
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -187,6 +245,34 @@ def test_infer_rejects_a_file_that_is_not_a_keras_checkpoint(tf_run, work):
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert f"{bad}: not a Keras checkpoint of dawnpipe" in proc.stderr
     assert not (work / "g.json").exists()
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _with_dependencies(names: list[str]) -> set[str]:
+    """``names`` and everything they require (installed metadata, no extras), canonical names."""
+    from importlib.metadata import PackageNotFoundError, requires
+
+    from packaging.requirements import Requirement
+
+    seen: set[str] = set()
+    todo = [_canonical(n) for n in names]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            reqs = requires(name) or []
+        except PackageNotFoundError:
+            continue
+        for text in reqs:
+            req = Requirement(text)
+            if req.marker is None or req.marker.evaluate({"extra": ""}):
+                todo.append(_canonical(req.name))
+    return seen
 
 
 def _installed_tensorflow() -> str:

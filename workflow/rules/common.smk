@@ -96,7 +96,7 @@ def get_train_code(wildcards):
     model retrains; editing the report does not."""
     pkg = os.path.join(SRC, "dawnpipe")
     files = ["train/cli.py", "train/logbook.py", "train/schedule.py", "data/loader.py", "entries.py"]
-    files += ["train/tf_trainer.py", "models/tf_zoo.py"] if is_tensorflow(wildcards) else ["train/torch_trainer.py", "models/torch_zoo.py"]
+    files += ["train/tf_trainer.py", "models/tf_zoo.py", "tf_runtime.py"] if is_tensorflow(wildcards) else ["train/torch_trainer.py", "models/torch_zoo.py"]
     return [os.path.relpath(os.path.join(pkg, f)) for f in files if os.path.exists(os.path.join(pkg, f))]
 
 
