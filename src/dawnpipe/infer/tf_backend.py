@@ -47,7 +47,8 @@ class TFPredictor:
     notes: dict[str, Any] = field(default_factory=dict)
 
 
-def prepare(checkpoint: Path, *, device: str = "auto", threads: int = 1, check_items: np.ndarray | None = None) -> TFPredictor:
+def prepare(checkpoint: Path, *, device: str = "auto", threads: int = 1, check_items: np.ndarray | None = None, topk: int = 1) -> TFPredictor:
+    """The predictor of ``checkpoint``: item -> class id, or the ``topk`` most likely ids (best first) when topk > 1."""
     import keras
 
     # One thread for each op and one op at a time: a batch of one has no
@@ -57,7 +58,7 @@ def prepare(checkpoint: Path, *, device: str = "auto", threads: int = 1, check_i
     started = time.perf_counter()
     with tf.device(tf_device):
         model, meta = tf_runtime.load_model(checkpoint)
-        answer, item_logits = make_graphs(model, meta)
+        answer, item_logits = make_graphs(model, meta, topk)
     if check_items is None or len(check_items) == 0:
         raise DawnpipeError(f"{checkpoint}: no items to check the {BACKEND} graph against the checkpoint")
     items = np.asarray(check_items[:CHECK_ITEMS])
@@ -65,7 +66,8 @@ def prepare(checkpoint: Path, *, device: str = "auto", threads: int = 1, check_i
         check = check_outputs(reference_logits(model, meta, items), np.stack([item_logits(x).numpy() for x in items]))
     intra = tf.config.threading.get_intra_op_parallelism_threads()
     return TFPredictor(
-        backend=BACKEND, predict=lambda item: int(answer(item)), device=tf_runtime.device_label(tf_device),
+        backend=BACKEND, predict=(lambda item: int(answer(item))) if topk == 1 else (lambda item: answer(item).numpy().tolist()),
+        device=tf_runtime.device_label(tf_device),
         threads=intra or 1, precision=meta["precision"],
         framework_version=f"tensorflow {tf.__version__} (keras {keras.__version__})",
         export_check=check,
@@ -81,8 +83,8 @@ def _normalise(meta: dict[str, Any]):
     return lambda images: (tf.cast(images, tf.float32) / 255.0 - mean) / std
 
 
-def make_graphs(model, meta: dict[str, Any]):
-    """(answer(item) -> class id, item_logits(item) -> logits): the same graph, two outputs."""
+def make_graphs(model, meta: dict[str, Any], topk: int = 1):
+    """(answer(item) -> class id or top-k ids, item_logits(item) -> logits): the same graph, two outputs."""
     h, w, c = meta["image_shape"]
     normalise = _normalise(meta)
     tta = meta["tta_flip"]
@@ -94,7 +96,11 @@ def make_graphs(model, meta: dict[str, Any]):
         return tf.reduce_sum(tf.cast(model(x, training=False), tf.float32), axis=0)
 
     spec = [tf.TensorSpec(None, tf.uint8)]  # the stored item as it is: H x W or H x W x C
-    answer = tf.function(lambda item: tf.argmax(logits_of(item), output_type=tf.int32), input_signature=spec)
+    if topk == 1:
+        answer = tf.function(lambda item: tf.argmax(logits_of(item), output_type=tf.int32), input_signature=spec)
+    else:
+        k = min(topk, meta["num_classes"])
+        answer = tf.function(lambda item: tf.math.top_k(logits_of(item), k=k).indices, input_signature=spec)
     return answer, tf.function(logits_of, input_signature=spec)
 
 

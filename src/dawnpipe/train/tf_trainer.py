@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from dawnpipe import tf_runtime
-from dawnpipe.data.loader import load_split
+from dawnpipe.data.loader import ShardedArray, Split, load_split
 from dawnpipe.entries import config_hash
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import move_into_place
@@ -83,6 +83,15 @@ class TrainingClock:
 def as_nhwc(images: np.ndarray) -> np.ndarray:
     x = np.array(images)  # a writable copy of the memory map
     return x[..., None] if x.ndim == 3 else x
+
+
+def check_supported(entry: dict[str, Any], split: Split) -> None:
+    """What the PyTorch trainer does and this one does not (yet): say so, by name."""
+    if isinstance(split.images, ShardedArray):
+        raise DawnpipeError(f"entry {entry['id']}: the TensorFlow trainer keeps the data set in memory; "
+                            f"{entry['task']} is prepared in shards (too large), which only the PyTorch trainer streams")
+    if entry["hyperparameters"]["augment"].get("random_resized_crop", {}).get("size"):
+        raise DawnpipeError(f"entry {entry['id']}: hyperparameters.augment.random_resized_crop is not implemented by the TensorFlow trainer")
 
 
 def channel_stats(images: np.ndarray, chunk: int = 10000) -> tuple[list[float], list[float]]:
@@ -226,9 +235,10 @@ def train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: in
 
     train_split = load_split(data_dir, "train", settings["train_limit"])
     test_split = load_split(data_dir, "test", settings["test_limit"])
+    check_supported(entry, train_split)
     train_np, test_np = as_nhwc(train_split.images), as_nhwc(test_split.images)
     test_labels = np.array(test_split.labels)
-    mean, std = channel_stats(train_np)
+    mean, std = (list(train_split.stats["mean"]), list(train_split.stats["std"])) if train_split.stats else channel_stats(train_np)
     n_classes = len(train_split.classes)
     image_shape = tuple(int(d) for d in train_np.shape[1:])
 
