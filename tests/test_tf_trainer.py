@@ -167,6 +167,20 @@ def test_tf_checkpoint_is_the_first_epoch_at_the_threshold(tf_run, tf_infer):
     assert tf_infer[1]["torch"] is False
 
 
+def test_tf_predictor_answers_top_k_best_first(tf_run, work):
+    """ImageNet-style answers (top-5) from the same graph: the best id first."""
+    from dawnpipe.data.loader import load_split
+    from dawnpipe.infer.tf_backend import prepare
+
+    items = np.array(load_split(work / "prepared", "test", 20).images)
+    top1 = prepare(tf_run[0] / "model.pt", device="cpu", check_items=items)
+    top3 = prepare(tf_run[0] / "model.pt", device="cpu", check_items=items, topk=3)
+    assert top1.export_check["items"] == 20 and top1.export_check["max_abs_diff"] < 1e-3
+    for item in items:
+        best = top3.predict(item)
+        assert len(set(best)) == 3 and best[0] == top1.predict(item)
+
+
 def test_tf_jobs_need_nothing_outside_envs_train_tf(tf_run, tf_infer):
     """envs/train-tf.yaml is truthful: the TF train and infer jobs above ran
     with every package outside it unimportable (torch among them)."""
