@@ -311,12 +311,8 @@ def train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: in
         metrics, eval_loss = evaluate(eval_logits, test_x, test_labels, hp, task.log_columns)
         eval_seconds = time.perf_counter() - t_eval
 
-        row = {
-            "epoch": epoch + 1, "hours": clock.elapsed / 3600.0, **metrics,
-            "wall_hours": None, "train_loss": train_loss, "eval_loss": eval_loss, "eval_seconds": eval_seconds,
-            "checkpoint_seconds": 0.0, "epoch_train_seconds": epoch_seconds, "lr": lr,
-            "items_per_second": seen / epoch_seconds if epoch_seconds > 0 else float("nan"),
-        }
+        row = logbook.epoch_row(epoch + 1, clock.elapsed, metrics, train_loss=train_loss, eval_loss=eval_loss,
+                                eval_seconds=eval_seconds, epoch_seconds=epoch_seconds, lr=lr, items=seen)
         t_ckpt = time.perf_counter()
         first_reached = logbook.add(row)
         if first_reached:
@@ -343,15 +339,8 @@ def train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: in
     logbook.write(out.tsv, out.parquet)
     move_into_place(work_threshold, out.checkpoint)
     return {
-        "reached": reached is not None,
-        "threshold_epoch": reached["epoch"] if reached else None,
-        "time_to_accuracy_hours": reached["hours"] if reached else None,
-        "epochs_run": logbook.rows[-1]["epoch"],
-        "stopped_at_threshold": stopped_early,
-        "training_hours": clock.elapsed / 3600.0,
-        "wall_hours": (time.perf_counter() - wall_start) / 3600.0,
-        "best_metric": max(r[task.metric_column] for r in logbook.rows),
-        "resumed_from_epoch": resumed_from,
+        **logbook.summary(clock_seconds=clock.elapsed, wall_seconds=time.perf_counter() - wall_start,
+                          stopped_early=stopped_early, resumed_from=resumed_from),
         "train_items": int(n_train), "test_items": int(test_x.shape[0]),
         "environment": env,
     }
