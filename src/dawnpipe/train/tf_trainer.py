@@ -90,6 +90,10 @@ def check_supported(entry: dict[str, Any], split: Split) -> None:
     if isinstance(split.images, ShardedArray):
         raise DawnpipeError(f"entry {entry['id']}: the TensorFlow trainer keeps the data set in memory; "
                             f"{entry['task']} is prepared in shards (too large), which only the PyTorch trainer streams")
+    layout = entry.get("distributed") or {}
+    if layout.get("nodes", 1) * layout.get("processes_per_node", 1) > 1:
+        raise DawnpipeError(f"entry {entry['id']}: distributed training is implemented by the PyTorch trainer only; "
+                            f"a TensorFlow entry runs in one process (distributed: nodes 1, processes_per_node 1)")
     if entry["hyperparameters"]["augment"].get("random_resized_crop", {}).get("size"):
         raise DawnpipeError(f"entry {entry['id']}: hyperparameters.augment.random_resized_crop is not implemented by the TensorFlow trainer")
 
