@@ -58,6 +58,7 @@ def curves_by_task(runs: list[dict[str, Any]]) -> dict[str, Any]:
 SECTIONS = [
     ("sections/excluded.html.j2", lambda ctx: bool(ctx["board"]["excluded"])),
     ("sections/stability.html.j2", lambda ctx: bool(ctx["stability"])),
+    ("sections/frameworks.html.j2", lambda ctx: bool(ctx["board"].get("frameworks"))),
     ("sections/runs.html.j2", lambda ctx: bool(ctx["runs"])),
 ]
 
