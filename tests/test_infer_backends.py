@@ -5,6 +5,7 @@ fails on a changed model; the registry is consistent."""
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -32,10 +33,11 @@ CHECK_ITEMS, _ = random_items(80, seed=1)
 CALIBRATION_ITEMS, _ = random_items(64, seed=2)
 
 
-def prepare(name: str, checkpoint: Path):
+def prepare(name: str, checkpoint: Path, **extra):
     """The backend prepared as the infer command does it."""
     backend = backends.get_backend(name)
-    extra = {"calibration_items": CALIBRATION_ITEMS} if backend.calibrates else {}
+    if backend.calibrates:
+        extra["calibration_items"] = CALIBRATION_ITEMS
     return backends.load_backend(backend).prepare(checkpoint, device="cpu", threads=1, check_items=CHECK_ITEMS, **extra)
 
 
@@ -63,6 +65,11 @@ def test_backend_round_trip_equals_checkpoint(name, checkpoint):
     else:
         assert predictor.precision == "fp32"
         assert_answers_like_checkpoint(predictor, checkpoint, exact=True)
+    # top-5 answers (ImageNet's): the five best ids, best first, the top-1 answer first
+    top5 = prepare(name, checkpoint, topk=5)
+    for item in CHECK_ITEMS[:8]:
+        ids = top5.predict(item)
+        assert isinstance(ids, list) and len(set(ids)) == 5 and ids[0] == predictor.predict(item)
 
 
 @pytest.mark.slow
@@ -111,9 +118,12 @@ def test_check_catches_a_wrong_preprocessing_step(checkpoint):
 
 def test_registry_modules_exist_and_are_selected_by_framework_and_items():
     for backend in backends.BACKENDS:
-        assert callable(importlib.import_module(backend.module).prepare), backend
         for module in backends.code_modules(backend.name, backend.items):
             assert importlib.util.find_spec(module) is not None, module
+        if backend.framework == "pytorch":  # (importing TensorFlow here would cost more than the rest of the file)
+            assert callable(importlib.import_module(backend.module).prepare), backend
+    assert backends.default_backend("pytorch") == "eager" and backends.default_backend("tensorflow") == "tf-function"
+    assert backends.backends_for("tensorflow", "image", ["eager", "tf-function"]) == ["tf-function"]
     assert backends.backends_for("pytorch", "image", ["onnxruntime", "eager"]) == ["onnxruntime", "eager"]
     assert set(backends.backends_for("pytorch", "image")) >= set(FAST) | {"compile"}
     assert backends.backends_for("pytorch", "question", ["onnxruntime", "eager"]) == ["eager"]

@@ -82,7 +82,8 @@ def test_result_at_threshold_is_ranked_with_its_facts(tiny):
 
 
 def test_report_ranks_passing_results_and_excludes_the_rest_with_their_accuracy(tiny):
-    from dawnpipe.report.build import best_latency, inference_rows
+    from dawnpipe.infer.summary import headline
+    from dawnpipe.report.build import inference_rows
 
     accuracy = reference_accuracy(tiny)
     passing = json.loads(infer(tiny, "eager", threshold=accuracy)[1].read_text())
@@ -96,8 +97,8 @@ def test_report_ranks_passing_results_and_excludes_the_rest_with_their_accuracy(
     rows, excluded = inference_rows(failing, common)
     assert rows == [] and excluded[0]["objectives"] == ["inference_latency", "inference_cost"]
     assert f"{failing['accuracy']:.2f}%" in excluded[0]["reason"]
-    assert best_latency([failing, passing]) is passing  # the fastest ranked result, not a faster excluded one
-    assert best_latency([failing]) is failing and best_latency([]) is None
+    assert headline([failing, passing]) is passing  # the fastest ranked result, not a faster excluded one
+    assert headline([failing]) is failing and headline([]) is None
 
 
 def test_bad_input_is_a_message_not_a_traceback(tiny, tmp_path):
@@ -126,3 +127,28 @@ def test_schema_refuses_a_gate_that_disagrees_with_the_accuracy():
     with pytest.raises(DawnpipeError, match="gate_agrees_with_accuracy"):
         validate(LatencyResult, pd.DataFrame([row]), "latency/eager.json")
     validate(LatencyResult, pd.DataFrame([{**row, "meets_threshold": False}]), "latency/eager.json")
+
+
+def test_several_backends_in_one_job_skip_what_is_not_for_the_run(tiny):
+    """The workflow's infer job: every backend of the config that reads the
+    run's checkpoints, each its own result, and the run's headline."""
+    out = tiny["root"] / "several"
+    run_json = make_run_json(out / "run.json", threshold=0.0)
+    proc = run_cli("infer", "--backends", "tf-function", "onnxruntime", "eager", "--checkpoint", str(tiny["checkpoint"]),
+                   "--run-json", str(run_json), "--data", str(tiny["data"]), "--prices", str(ROOT / "config/prices.yaml"),
+                   "--out-dir", str(out / "latency"), "--out", str(out / "latency.json"), "--items-parquet", str(out / "latency.parquet"),
+                   "--warmup", "2")
+    assert proc.returncode == 0, proc.stderr
+    assert "skipping tf-function: not for pytorch checkpoints with image items" in proc.stdout
+    assert sorted(p.name for p in (out / "latency").iterdir()) == ["eager.json", "eager.parquet", "onnxruntime.json", "onnxruntime.parquet"]
+    results = {b: json.loads((out / f"latency/{b}.json").read_text()) for b in ("eager", "onnxruntime")}
+    assert results["eager"]["accuracy"] == results["onnxruntime"]["accuracy"]
+    headline = json.loads((out / "latency.json").read_text())
+    fastest = min(results, key=lambda b: results[b]["latency_mean_ms"])
+    assert headline["backend"] == fastest and headline["latency_mean_ms"] == results[fastest]["latency_mean_ms"]
+    assert [t["backend"] for t in headline["backends_timed"]] == sorted(results, key=lambda b: results[b]["latency_mean_ms"])
+    assert (out / "latency.parquet").read_bytes() == (out / f"latency/{fastest}.parquet").read_bytes()
+    one = run_cli("infer", "--backends", "eager", "onnxruntime", "--checkpoint", str(tiny["checkpoint"]), "--run-json", str(run_json),
+                  "--data", str(tiny["data"]), "--prices", str(ROOT / "config/prices.yaml"), "--out", str(out / "x.json"),
+                  "--items-parquet", str(out / "x.parquet"))
+    assert one.returncode == 2 and "2 backends need --out-dir" in one.stderr

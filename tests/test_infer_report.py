@@ -17,7 +17,8 @@ from dawnpipe.infer.items import KINDS, InferenceSet
 from dawnpipe.infer.predictor import Predictor
 from dawnpipe.infer.result import latency_record
 from dawnpipe.infer.timing import time_items
-from dawnpipe.report.build import best_latency, objective_rows
+from dawnpipe.infer.summary import headline
+from dawnpipe.report.build import objective_rows
 from dawnpipe.report.render import render_html
 from dawnpipe.report.svg import histogram, scatter
 from dawnpipe.tasks import get_task
@@ -63,7 +64,7 @@ def run(entry: str, seed: int, tta_hours: float | None, latencies: list[dict]) -
            "cost_usd": None, "best_metric": 91.0, "reason": None if tta_hours else "did not converge"}
     log = pd.DataFrame({"epoch": [1, 2, 3], "hours": [0.01, 0.02, 0.03], "top1Accuracy": [80.0, 88.0, 91.0]})
     latencies = sorted(latencies, key=lambda r: r["latency_mean_ms"])
-    return {"run": info, "tta": tta, "log": log, "latencies": latencies, "latency": best_latency(latencies)}
+    return {"run": info, "tta": tta, "log": log, "latencies": latencies, "latency": headline(latencies)}
 
 
 @pytest.fixture

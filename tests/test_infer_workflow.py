@@ -19,15 +19,22 @@ def test_each_backend_of_each_run_is_its_own_result(test_workflow):
     assert cfg["inference"]["backends"] == BACKENDS
     for entry in cfg["entries"]:
         for seed in cfg["seeds"]:
+            run = test_workflow / f"results/runs/{entry}/seed{seed}"
+            means = {}
             for backend in BACKENDS:
-                base = test_workflow / f"results/runs/{entry}/seed{seed}/latency/{backend}"
-                result = json.loads(base.with_suffix(".json").read_text())
+                result = json.loads((run / f"latency/{backend}.json").read_text())
                 assert (result["entry"], result["seed"], result["backend"]) == (entry, seed, backend)
                 assert result["items"] == cfg["test_limit"] and result["threads"] == cfg["inference"]["threads"]
                 assert result["warmup_items"] == cfg["inference"]["warmup"]
                 assert result["export_check"]["max_abs_diff"] <= result["export_check"]["atol"]
-                assert base.with_suffix(".parquet").is_file()
-                assert (test_workflow / f"results/logs/infer/{entry}/seed{seed}/{backend}.log").is_file()
+                assert (run / f"latency/{backend}.parquet").is_file()
+                means[backend] = (result["latency_mean_ms"], result["meets_threshold"])
+            headline = json.loads((run / "latency.json").read_text())
+            ranked = {b: m for b, (m, ok) in means.items() if ok} or {b: m for b, (m, _) in means.items()}
+            assert headline["backend"] == min(ranked, key=ranked.get)  # the fastest at the threshold
+            assert [t["backend"] for t in headline["backends_timed"]] == sorted(means, key=lambda b: means[b][0])
+            log = (test_workflow / f"results/logs/infer/{entry}/seed{seed}.log").read_text()
+            assert all(f"{entry} seed {seed} {b}: mean" in log for b in BACKENDS)
     board = json.loads((test_workflow / "results/leaderboard.json").read_text())
     inference = [row for t in board["objectives"] if t["objective"].startswith("inference") for row in t["rows"]]
     assert inference and all(row["backend"] in BACKENDS and row["threads"] == 1 for row in inference)

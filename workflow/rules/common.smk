@@ -14,7 +14,7 @@ shell.prefix(f"set -euo pipefail; export PYTHONPATH='{SRC}'${{{{PYTHONPATH:+:$PY
 
 from dawnpipe.entries import config_hash, load_entry, run_settings  # noqa: E402
 from dawnpipe.errors import DawnpipeError  # noqa: E402
-from dawnpipe.infer.backends import backends_for, code_modules, names as backend_names  # noqa: E402
+from dawnpipe.infer.backends import backends_for, code_modules  # noqa: E402
 from dawnpipe.infer.items import item_kind  # noqa: E402
 from dawnpipe.tasks import get_task  # noqa: E402
 
@@ -42,7 +42,6 @@ wildcard_constraints:
     entry="|".join(ENTRIES),
     seed=r"\d+",
     task=r"[a-z0-9-]+",
-    backend="|".join(backend_names()),
 
 
 def get_entry(wildcards):
@@ -74,6 +73,11 @@ def get_data_checksums(wildcards):
 
 def get_fetch_expect_arg(wildcards):
     return " ".join(f"--expect {p}" for p in get_data_checksums(wildcards))
+
+
+def get_prepare_threads(wildcards):
+    """ImageNet decodes in parallel (one process per CPU it may use); the others need one."""
+    return max(1, workflow.cores or 1) if get_task(wildcards.task).data.get("kind") == "imagenet" else 1
 
 
 def get_run_settings_hash(wildcards):
@@ -116,14 +120,11 @@ def get_backends(entry_id):
     return backends_for(ENTRIES[entry_id]["framework"], get_items_kind(entry_id), config["inference"]["backends"])
 
 
-def get_latency_files():
-    return [f"results/runs/{e}/seed{s}/latency/{b}.json" for e in ENTRIES for s in config["seeds"] for b in get_backends(e)]
-
-
 def get_infer_code(wildcards):
-    """The package code an inference result depends on: the timing loop and
-    the backend's own modules; editing another backend reruns nothing here."""
-    files = [os.path.join(SRC, *m.split(".")) + ".py" for m in code_modules(wildcards.backend, get_items_kind(wildcards.entry))]
+    """The package code an entry's inference results depend on: the timing
+    loop and its backends' own modules; editing another backend reruns nothing."""
+    modules = {m for b in get_backends(wildcards.entry) for m in code_modules(b, get_items_kind(wildcards.entry))}
+    files = [os.path.join(SRC, *m.split(".")) + ".py" for m in sorted(modules)]
     return [os.path.relpath(f) for f in files if os.path.exists(f)]
 
 
@@ -139,8 +140,8 @@ def get_train_code(wildcards):
     """The package code a training run depends on: editing the trainer or a
     model retrains; editing the report does not."""
     pkg = os.path.join(SRC, "dawnpipe")
-    files = ["train/cli.py", "train/logbook.py", "train/schedule.py", "data/loader.py", "entries.py"]
-    files += ["train/tf_trainer.py", "models/tf_zoo.py"] if is_tensorflow(wildcards) else ["train/torch_trainer.py", "models/torch_zoo.py"]
+    files = ["train/cli.py", "train/logbook.py", "train/schedule.py", "train/data_source.py", "data/loader.py", "entries.py"]
+    files += ["train/tf_trainer.py", "models/tf_zoo.py", "tf_runtime.py"] if is_tensorflow(wildcards) else ["train/torch_trainer.py", "models/torch_zoo.py"]
     if get_task(ENTRIES[wildcards.entry]["task"]).data.get("kind") == "squad":
         files += ["train/squad_trainer.py", "models/squad_reader.py", "data/squad.py", "squad/text.py", "squad/evaluate.py"]
     return [os.path.relpath(os.path.join(pkg, f)) for f in files if os.path.exists(os.path.join(pkg, f))]

@@ -1,7 +1,10 @@
-# Inference latency and cost: one job per (entry, seed, backend), each its own
-# result. Timed jobs take the whole machine (threads: all cores) and the
-# `timing` resource, so two measurements never share the CPU; the framework
-# itself uses config inference.threads of those cores.
+# Inference latency and cost: one job per (entry, seed) times each backend of
+# config inference.backends that reads the run's checkpoints, one after the
+# other; each backend is its own result (latency/<backend>.json + .parquet),
+# and latency.json is the run's headline (the fastest backend at the
+# threshold). The same command as DVC's infer stage. Timed jobs take the whole
+# machine (threads: all cores) and the `timing` resource, so two measurements
+# never share the CPU; the framework itself uses inference.threads of them.
 
 
 rule infer:
@@ -12,17 +15,20 @@ rule infer:
         prices=config["prices"],
         code=get_infer_code,
     output:
-        result="results/runs/{entry}/seed{seed}/latency/{backend}.json",
-        per_item="results/runs/{entry}/seed{seed}/latency/{backend}.parquet",
+        results=directory("results/runs/{entry}/seed{seed}/latency"),
+        headline="results/runs/{entry}/seed{seed}/latency.json",
+        per_item="results/runs/{entry}/seed{seed}/latency.parquet",
     log:
-        "results/logs/infer/{entry}/seed{seed}/{backend}.log",
+        "results/logs/infer/{entry}/seed{seed}.log",
     benchmark:
-        "results/benchmarks/infer/{entry}/seed{seed}/{backend}.tsv"
+        "results/benchmarks/infer/{entry}/seed{seed}.tsv"
     params:
         args=get_infer_args,
         warmup=config["inference"]["warmup"],
         # framework threads; the job itself reserves the whole machine (threads:)
         framework_threads=config["inference"]["threads"],
+        # all of the config's (the command skips those not for this run), as DVC passes them
+        backends=" ".join(config["inference"]["backends"]),
     threads: get_timed_threads()
     resources:
         mem_mb=4000,
@@ -31,6 +37,6 @@ rule infer:
     conda:
         get_train_env
     shell:
-        "python -m dawnpipe infer --backend {wildcards.backend} --checkpoint {input.checkpoint} --run-json {input.run}"
-        " --data {input.data} --prices {input.prices} --out {output.result} --items-parquet {output.per_item}"
-        " --threads {params.framework_threads} --warmup {params.warmup} {params.args} 2>&1 | tee {log}"
+        "python -m dawnpipe infer --checkpoint {input.checkpoint} --run-json {input.run} --data {input.data}"
+        " --prices {input.prices} --out-dir {output.results} --out {output.headline} --items-parquet {output.per_item}"
+        " --threads {params.framework_threads} --warmup {params.warmup} --backends {params.backends} {params.args} 2>&1 | tee {log}"

@@ -4,7 +4,8 @@
 rule report:
     input:
         tta=get_run_files("time_to_accuracy.json"),
-        latency=get_latency_files(),
+        latency=get_run_files("latency"),  # latency/<backend>.json, found by the command in each run directory
+        headlines=get_run_files("latency.json"),
         logs=get_run_files("train.parquet"),
         stability=expand("results/stability/{entry}.json", entry=ENTRIES),
     output:
@@ -24,5 +25,5 @@ rule report:
     conda:
         "../../envs/report.yaml"
     shell:
-        "python -m dawnpipe report --runs {params.runs} --latency {input.latency} --stability {input.stability} --config-name {params.name}"
+        "python -m dawnpipe report --runs {params.runs} --stability {input.stability} --config-name {params.name}"
         " --json {output.json} --html {output.html} --table {output.table} --csv {output.csv} > {log} 2>&1"

@@ -3,17 +3,19 @@ result and the ``{backend}`` of results/runs/<entry>/seed<k>/latency/).
 
 A backend is a module with
 
-    prepare(checkpoint: Path, *, device: str, threads: int, check_items) -> Predictor
+    prepare(checkpoint: Path, *, device: str, threads: int, check_items, topk: int = 1) -> Predictor
 
 (plus ``calibration_items=`` for backends registered with ``calibrates``)
 that loads a training checkpoint of its framework, exports or compiles it,
 checks the result against the checkpoint (``Predictor.export_check``) and
 returns the callable that the framework-agnostic timing loop times
 (``dawnpipe.infer.predictor``). ``device`` is "auto" (CUDA when present),
-"cpu" or "cuda"; ``check_items`` are items of the inference set.
+"cpu" or "cuda"; ``check_items`` are items of the inference set; ``topk`` > 1
+asks for the ``topk`` best class ids, best first, instead of one (ImageNet).
 
 Each backend answers one kind of item (``dawnpipe.infer.items``): two
-backends may share a name ("eager") for different kinds. Adding a backend is
+backends may share a name ("eager") for different kinds. The first backend
+listed for a framework and kind of item is its default. Adding a backend is
 adding its module and one line here. This module imports no framework.
 """
 
@@ -49,6 +51,8 @@ BACKENDS: list[Backend] = [
             "ONNX export quantised to int8 (static, calibrated on training items), ONNX Runtime",
             (*_TORCH, "dawnpipe.infer.onnx_backend"), calibrates=True),
     Backend("eager", "dawnpipe.infer.squad_predictor", "pytorch", "PyTorch eager reader, tokenisation included", _SQUAD, items="question"),
+    Backend("tf-function", "dawnpipe.infer.tf_backend", "tensorflow", "TensorFlow: one tf.function graph of the Keras model",
+            ("dawnpipe.tf_runtime", "dawnpipe.models.tf_zoo")),
 ]
 
 # The framework-agnostic part of every inference result (the infer command).
@@ -78,6 +82,13 @@ def backends_for(framework: str, items: str = "image", wanted: list[str] | None 
             raise DawnpipeError(f"unknown inference backend {name!r} (known: {', '.join(names())})")
     candidates = names() if wanted is None else wanted
     return [n for n in candidates if any(b.name == n and b.framework == framework and b.items == items for b in BACKENDS)]
+
+
+def default_backend(framework: str, items: str = "image") -> str:
+    found = backends_for(framework, items)
+    if not found:
+        raise DawnpipeError(f"no inference backend answers {items} items from {framework} checkpoints")
+    return found[0]
 
 
 def code_modules(name: str, items: str = "image") -> list[str]:

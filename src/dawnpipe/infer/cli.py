@@ -1,10 +1,23 @@
-"""infer: latency and cost of answering the inference set one item at a time
-with one backend (SPEC.md objectives 3-4).
+"""infer: latency and cost of answering the inference set one item at a time,
+with one backend or several (SPEC.md objectives 3-4).
 
     python -m dawnpipe infer --backend onnxruntime --checkpoint results/runs/E/seed0/model.pt \\
         --run-json results/runs/E/seed0/run.json --data data/prepared/fashion-mnist \\
         --prices config/prices.yaml --out results/runs/E/seed0/latency/onnxruntime.json \\
         --items-parquet results/runs/E/seed0/latency/onnxruntime.parquet --threads 1 --warmup 50
+
+    python -m dawnpipe infer --backends eager onnxruntime tf-function --out-dir results/runs/E/seed0/latency \\
+        --out results/runs/E/seed0/latency.json --items-parquet results/runs/E/seed0/latency.parquet ...
+
+One backend (``--backend B --out R.json --items-parquet R.parquet``): its
+result. Several (``--backends ... --out-dir DIR``; the infer job of both
+Snakemake and DVC, one per run, with all of config inference.backends): each
+backend that answers the run's items from its framework's checkpoints is
+timed in turn and written to ``DIR/<backend>.json`` (+ ``.parquet``), the
+others are skipped, said so; ``--out`` is then the run's headline
+(``dawnpipe.infer.summary``: the fastest backend at the threshold).
+Without ``--backend``, the run's default backend (the first registered for
+its framework and kind of item).
 
 The checkpoint is the one the train stage kept: the first epoch at the
 threshold (the last epoch of a run that never reached it). The backend turns
@@ -21,12 +34,16 @@ below the threshold, the result is kept but marked ``meets_threshold: false``
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+from dawnpipe.argtypes import optional_int
+from dawnpipe.data.loader import prepared_dir
 from dawnpipe.errors import DawnpipeError, UsageError
 from dawnpipe.fileio import read_json, write_json, write_parquet
-from dawnpipe.infer.backends import get_backend, load_backend, names
+from dawnpipe.infer.backends import Backend, backends_for, default_backend, get_backend, load_backend, names
 from dawnpipe.infer.items import item_kind
 from dawnpipe.infer.result import latency_record
+from dawnpipe.infer.summary import write_headline
 from dawnpipe.infer.timing import time_items
 from dawnpipe.prices import load_prices, price_per_hour
 from dawnpipe.runinfo import cpu_model, now_iso
@@ -34,17 +51,19 @@ from dawnpipe.tasks import get_task
 
 
 def configure(p) -> None:
-    p.add_argument("--backend", default="eager", help=f"inference backend (one of: {', '.join(names())}; default eager)")
+    p.add_argument("--backend", "--backends", dest="backends", nargs="+", metavar="BACKEND",
+                   help=f"inference backend(s) (of: {', '.join(names())}; default: the run's framework's first)")
     p.add_argument("--checkpoint", required=True, type=Path, help="model.pt written by the train stage")
     p.add_argument("--run-json", required=True, type=Path, help="the run's run.json (entry, threshold, hardware)")
-    p.add_argument("--data", required=True, type=Path, help="prepared data directory")
+    p.add_argument("--data", required=True, type=Path, help="prepared data directory, or a directory of them named by task")
     p.add_argument("--prices", required=True, type=Path, help="price table (config/prices.yaml)")
-    p.add_argument("--out", required=True, type=Path, help="output: the inference result (JSON)")
-    p.add_argument("--items-parquet", required=True, type=Path, help="output: per-item latencies and answers (Parquet)")
+    p.add_argument("--out", type=Path, help="output: the result (JSON); with --out-dir, the run's headline result")
+    p.add_argument("--items-parquet", type=Path, help="output: per-item latencies and answers of --out (Parquet)")
+    p.add_argument("--out-dir", type=Path, help="output: <backend>.json and <backend>.parquet of each backend (several backends)")
     p.add_argument("--threads", type=int, default=1, help="CPU threads of the framework while answering (recorded; default 1)")
     p.add_argument("--warmup", type=int, default=50, help="untimed warm-up items before timing (reported; default 50)")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto", help="where to answer (auto: CUDA when present)")
-    p.add_argument("--limit", type=int, help="answer only the first N items (demo/test configs)")
+    p.add_argument("--limit", type=optional_int, help="answer only the first N items (demo/test configs; null = all)")
 
 
 def run(args) -> int:
@@ -52,15 +71,53 @@ def run(args) -> int:
         raise UsageError(f"--threads must be at least 1, not {args.threads}")
     if args.warmup < 0:
         raise UsageError(f"--warmup must be non-negative, not {args.warmup}")
+    if args.out_dir is None and (args.out is None or args.items_parquet is None):
+        raise UsageError("give --out and --items-parquet (one backend), or --out-dir (several)")
+    if args.out_dir is None and args.backends and len(args.backends) > 1:
+        raise UsageError(f"{len(args.backends)} backends need --out-dir (one result file each)")
+    if (args.out is None) != (args.items_parquet is None):
+        raise UsageError("--out and --items-parquet go together")
     run_info = read_json(args.run_json)
     task = get_task(run_info["task"])
     kind = item_kind(task)
-    backend = get_backend(args.backend, kind.name)
-    if run_info["framework"] != backend.framework:
-        raise DawnpipeError(f"{args.run_json}: a {run_info['framework']} run; backend {backend.name} reads {backend.framework} checkpoints")
+    framework = run_info["framework"]
+    wanted = args.backends or [default_backend(framework, kind.name)]
+    chosen = backends_for(framework, kind.name, wanted)
+    skipped = [b for b in wanted if b not in chosen]
+    if args.out_dir is None and skipped:
+        get_backend(skipped[0], kind.name)  # names the kind of item it does not answer, if that is why
+        raise DawnpipeError(f"{args.run_json}: a {framework} run; backend {skipped[0]} does not read {framework} checkpoints")
+    if skipped:
+        print(f"infer: skipping {', '.join(skipped)}: not for {framework} checkpoints with {kind.name} items", flush=True)
+    if not chosen:
+        raise DawnpipeError(f"{args.run_json}: none of the backends {', '.join(wanted)} answers a {framework} run's {kind.name} items")
+
+    data = prepared_dir(args.data, task.name)
     usd_per_hour = price_per_hour(load_prices(args.prices), run_info["hardware"])
-    inference = kind.load(task, args.data, args.limit)
+    inference = kind.load(task, data, args.limit)
+    results = []
+    for name in chosen:
+        record, per_item = measure(get_backend(name, kind.name), args, run_info, task, kind, inference, usd_per_hour)
+        if args.out_dir is None:
+            write_parquet(args.items_parquet, per_item)
+            write_json(args.out, record)
+        else:
+            path = args.out_dir / f"{name}.json"
+            write_parquet(path.with_suffix(".parquet"), per_item)
+            write_json(path, record)
+            results.append((path, record))
+    if args.out_dir is not None and args.out is not None:
+        summary = write_headline(results, args.out, args.items_parquet)
+        print(f"infer: headline {summary['backend']} of {', '.join(chosen)} -> {args.out}")
+    return 0
+
+
+def measure(backend: Backend, args, run_info: dict[str, Any], task, kind, inference, usd_per_hour) -> tuple[dict, Any]:
+    """Prepare, check, time and score one backend; print what it found."""
     extra = {"calibration_items": kind.calibration_items(inference)} if backend.calibrates else {}
+    topk = kind.topk(task)
+    if topk > 1:
+        extra["topk"] = topk
     print(f"infer: {run_info['entry']} seed {run_info['seed']}, backend {backend.name}: preparing {args.checkpoint}", flush=True)
     predictor = load_backend(backend).prepare(args.checkpoint, device=args.device, threads=args.threads, check_items=inference.items, **extra)
     check = predictor.export_check
@@ -73,8 +130,6 @@ def run(args) -> int:
     scored = kind.score(task, times.answers, inference)
     record, per_item = latency_record(run_info=run_info, task=task, kind=kind, predictor=predictor, times=times, scored=scored,
                                       usd_per_hour=usd_per_hour, checkpoint=args.checkpoint, cpu_model=cpu_model(), measured=now_iso())
-    write_parquet(args.items_parquet, per_item)
-    write_json(args.out, record)
     cost = record["cost_per_10k_usd"]
     print(f"infer: {record['entry']} seed {record['seed']} {backend.name}: mean {record['latency_mean_ms']:.4f} ms, "
           f"p50 {record['latency_p50_ms']:.4f}, p90 {record['latency_p90_ms']:.4f}, p99 {record['latency_p99_ms']:.4f}, "
@@ -82,5 +137,6 @@ def run(args) -> int:
           f"{record['warmup_items']} warm-up items excluded, mean {record['warmup_mean_ms'] or 0:.4f} ms); "
           + (f"${cost:.6f} per 10,000 items; " if cost is not None else "no price known; ")
           + f"{task.inference_accuracy_field} {task.format_metric(record['accuracy'])}"
-          + ("" if record["meets_threshold"] else f" < threshold {task.format_metric(record['threshold'])}: excluded from the latency ranking"))
-    return 0
+          + ("" if record["meets_threshold"] else f" < threshold {task.format_metric(record['threshold'])}: excluded from the latency ranking"),
+          flush=True)
+    return record, per_item

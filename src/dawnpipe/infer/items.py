@@ -1,8 +1,11 @@
 """What one inference item is, per kind of task, and how answers are scored.
 
 - ``image`` (classification tasks): an item is one stored image, the uint8
-  array as kept on disk; the answer is a class id; quality is top-1 accuracy
-  in percent. Calibrating backends get a prefix of the training split.
+  array as kept on disk; the answer is a class id, or for a top-5 task
+  (ImageNet) the five most likely ids; quality is top-1 (top-5) accuracy in
+  percent. Calibrating backends get a prefix of the training split. Sharded
+  sets (ImageNet) stay on disk: indexing one item reads it into memory before
+  the timing loop starts the clock.
 - ``question`` (SQuAD): an item is one question with its paragraph, as text;
   the answer is the answer text; quality is the official SQuAD v1.1 F1 (a 0..1
   fraction), exact match beside it.
@@ -46,14 +49,25 @@ class ImageItems:
     name = "image"
     description = "one stored image (uint8 array) in, its class id out; scaling, normalisation and test-time augmentation included"
 
-    def load(self, task: Task, data: Path, limit: int | None) -> InferenceSet:
-        from dawnpipe.data.loader import load_split
+    TOPK = {"top1Accuracy": 1, "top5Accuracy": 5}
 
-        if task.inference_accuracy_field != "top1Accuracy":
-            raise DawnpipeError(f"task {task.name}: inference scores {task.inference_accuracy_field}; image items are scored top-1 only")
+    def topk(self, task: Task) -> int:
+        """How many class ids an answer holds."""
+        try:
+            return self.TOPK[task.inference_accuracy_field]
+        except KeyError:
+            raise DawnpipeError(f"task {task.name}: inference scores {task.inference_accuracy_field}; image items are scored "
+                                f"as {' or '.join(self.TOPK)}") from None
+
+    def load(self, task: Task, data: Path, limit: int | None) -> InferenceSet:
+        from dawnpipe.data.loader import ShardedArray, load_split
+
+        self.topk(task)
         split = load_split(data, "test", limit)
-        # in memory (np.array of the memory map): no disk reads while timing
-        return InferenceSet(items=np.array(split.images), truth=np.array(split.labels), data=Path(data))
+        # in memory (np.array of the memory map): no disk reads while timing;
+        # a sharded set stays on disk and reads each item when it is indexed
+        images = split.images if isinstance(split.images, ShardedArray) else np.array(split.images)
+        return InferenceSet(items=images, truth=np.array(split.labels), data=Path(data))
 
     def calibration_items(self, inference: InferenceSet) -> np.ndarray:
         from dawnpipe.data.loader import load_split
@@ -61,14 +75,22 @@ class ImageItems:
         return np.array(load_split(inference.data, "train", CALIBRATION_ITEMS).images)
 
     def score(self, task: Task, answers: list[Any], inference: InferenceSet) -> Scored:
-        answers_ = np.asarray(answers, dtype=np.int64)
         labels = np.asarray(inference.truth, dtype=np.int64)
-        correct = answers_ == labels
-        return Scored(100.0 * float(correct.mean()), {"answer": answers_, "label": labels, "correct": correct})
+        if self.topk(task) == 1:
+            answers_ = np.asarray(answers, dtype=np.int64)
+            correct = answers_ == labels
+            return Scored(100.0 * float(correct.mean()), {"answer": answers_, "label": labels, "correct": correct})
+        correct = np.array([int(label) in answer for answer, label in zip(answers, labels)], dtype=bool)
+        top1 = np.array([answer[0] for answer in answers], dtype=np.int64)
+        columns = {"answer": [list(map(int, a)) for a in answers], "label": labels, "correct": correct}
+        return Scored(100.0 * float(correct.mean()), columns, {"top1Accuracy": 100.0 * float((top1 == labels).mean())})
 
 
 class QuestionItems:
     name = "question"
+
+    def topk(self, task: Task) -> int:
+        return 1
     description = "one question with its paragraph (text) in, the answer text out; tokenisation included"
 
     def load(self, task: Task, data: Path, limit: int | None) -> InferenceSet:

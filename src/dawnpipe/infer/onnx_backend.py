@@ -54,9 +54,10 @@ def open_session(path: Path, *, threads: int, device: str):
     return ort.InferenceSession(str(path), sess_options=opts, providers=providers)
 
 
-def session_fns(session) -> tuple[Callable[[np.ndarray], np.ndarray], Callable[[np.ndarray], int]]:
-    """(logits of one item, class id of one item); outputs come back as numpy
-    arrays on the host, so an answer is complete when run() returns."""
+def session_fns(session, topk: int = 1) -> tuple[Callable[[np.ndarray], np.ndarray], Callable[[np.ndarray], int | list[int]]]:
+    """(logits of one item, its class id or ``topk`` best ids, best first);
+    outputs come back as numpy arrays on the host, so an answer is complete
+    when run() returns."""
     run = session.run
 
     def logits(item: np.ndarray) -> np.ndarray:
@@ -65,7 +66,10 @@ def session_fns(session) -> tuple[Callable[[np.ndarray], np.ndarray], Callable[[
     def predict(item: np.ndarray) -> int:
         return int(run(None, {"item": item[None]})[0].argmax())
 
-    return logits, predict
+    def predict_topk(item: np.ndarray) -> list[int]:
+        return np.argsort(-run(None, {"item": item[None]})[0][0], kind="stable")[:topk].tolist()
+
+    return logits, (predict if topk == 1 else predict_topk)
 
 
 def session_device(session) -> str:
@@ -79,7 +83,7 @@ def framework_version(extra: str = "") -> str:
     return f"onnxruntime {ort.__version__} (opset {OPSET}, exported by torch {torch.__version__}{extra})"
 
 
-def prepare(checkpoint: Path, *, device: str, threads: int, check_items: np.ndarray) -> Predictor:
+def prepare(checkpoint: Path, *, device: str, threads: int, check_items: np.ndarray, topk: int = 1) -> Predictor:
     from dawnpipe.infer import torch_model as tm
 
     ckpt = tm.load_checkpoint(checkpoint)
@@ -91,7 +95,7 @@ def prepare(checkpoint: Path, *, device: str, threads: int, check_items: np.ndar
             export_onnx(module, check_items[0], path)
             session = open_session(path, threads=threads, device=device)
             notes["onnx_bytes"] = path.stat().st_size
-    logits, predict = session_fns(session)
+    logits, predict = session_fns(session, topk)
     check = tm.check_against_checkpoint(ckpt, logits, check_items, "onnxruntime")
     return Predictor(
         backend="onnxruntime", predict=predict, device=session_device(session), threads=threads, precision="fp32",

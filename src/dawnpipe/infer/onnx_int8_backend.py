@@ -45,7 +45,8 @@ def quantize(fp32: Path, out: Path, calibration_items: np.ndarray, work: Path) -
                     activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, calibrate_method=CalibrationMethod.MinMax)
 
 
-def prepare(checkpoint: Path, *, device: str, threads: int, check_items: np.ndarray, calibration_items: np.ndarray | None = None) -> Predictor:
+def prepare(checkpoint: Path, *, device: str, threads: int, check_items: np.ndarray, topk: int = 1,
+            calibration_items: np.ndarray | None = None) -> Predictor:
     from dawnpipe.infer import onnx_backend as ob
     from dawnpipe.infer import torch_model as tm
     from dawnpipe.infer.predictor import compare_outputs
@@ -65,7 +66,7 @@ def prepare(checkpoint: Path, *, device: str, threads: int, check_items: np.ndar
             session = ob.open_session(int8, threads=threads, device=device)
             notes["onnx_bytes"] = int8.stat().st_size
     exact_logits, _ = ob.session_fns(exact)
-    logits, predict = ob.session_fns(session)
+    logits, predict = ob.session_fns(session, topk)
     check = tm.check_against_checkpoint(ckpt, exact_logits, check_items, "onnxruntime-int8 (its fp32 export)")
     items = np.ascontiguousarray(check_items[:check["items"]])
     reference = np.stack([exact_logits(x) for x in items])

@@ -126,10 +126,12 @@ def inference_net(ckpt: dict[str, Any], *, fold: bool = True, channels_last: boo
 @torch.inference_mode()
 def reference_logits(ckpt: dict[str, Any], items: np.ndarray) -> np.ndarray:
     """Logits of ``items`` as the trainer's evaluation computes them, in fp32."""
-    from dawnpipe.train.torch_trainer import Normalizer, as_nchw
+    from dawnpipe.train.torch_trainer import Normalizer
 
     model = trained_model(ckpt)
-    x = Normalizer(ckpt["mean"], ckpt["std"], "cpu")(as_nchw(items).float() / 255.0)
+    t = torch.from_numpy(np.array(items))
+    t = t.unsqueeze(1) if t.ndim == 3 else t.permute(0, 3, 1, 2)  # N x H x W (x C) -> N x C x H x W, as the trainer loads them
+    x = Normalizer(ckpt["mean"], ckpt["std"], "cpu")(t.float() / 255.0)
     logits = model(x)
     if ckpt["tta_flip"]:
         logits = logits + model(x.flip(3))
@@ -170,13 +172,19 @@ def as_logits_fn(module: Callable[[torch.Tensor], torch.Tensor], device: torch.d
     return logits
 
 
-def as_predict_fn(module: Callable[[torch.Tensor], torch.Tensor], device: torch.device) -> Callable[[np.ndarray], int]:
+def as_predict_fn(module: Callable[[torch.Tensor], torch.Tensor], device: torch.device, topk: int = 1) -> Callable[[np.ndarray], int | list[int]]:
+    """item -> class id, or the ``topk`` most likely ids, best first (ImageNet's answer is five)."""
     @torch.inference_mode()
     def predict(item: np.ndarray) -> int:
         # int() copies the answer to the host, which on CUDA waits for the kernels
         return int(module(torch.from_numpy(item).to(device)[None]).argmax(1))
 
-    return predict
+    @torch.inference_mode()
+    def predict_topk(item: np.ndarray) -> list[int]:
+        scores = module(torch.from_numpy(item).to(device)[None])[0]
+        return scores.topk(min(topk, scores.numel())).indices.tolist()  # .tolist() waits for the device too
+
+    return predict if topk == 1 else predict_topk
 
 
 def check_against_checkpoint(ckpt: dict[str, Any], logits_fn: Callable[[np.ndarray], np.ndarray], items: np.ndarray, backend: str) -> dict[str, Any]:
@@ -196,7 +204,7 @@ def stopwatch(notes: dict[str, Any], key: str) -> Iterator[None]:
     notes[key] = time.perf_counter() - start
 
 
-def prepare_torch(backend: str, checkpoint: Path, *, device: str, threads: int, check_items: np.ndarray,
+def prepare_torch(backend: str, checkpoint: Path, *, device: str, threads: int, check_items: np.ndarray, topk: int = 1,
                   transform: Callable[[nn.Module, torch.Tensor], Callable] | None = None, **extra_notes: Any) -> Predictor:
     """The PyTorch backends' common path: load the checkpoint, fold batch norms,
     NHWC layout, ``transform(module, example_item)`` (trace, compile, ...),
@@ -213,7 +221,7 @@ def prepare_torch(backend: str, checkpoint: Path, *, device: str, threads: int, 
             module = transform(module, example)
     check = check_against_checkpoint(ckpt, as_logits_fn(module, device), check_items, backend)
     return Predictor(
-        backend=backend, predict=as_predict_fn(module, device), device=str(device), threads=threads, precision="fp32",
+        backend=backend, predict=as_predict_fn(module, device, topk), device=str(device), threads=threads, precision="fp32",
         framework_version=f"torch {torch.__version__}", sync=cuda_sync(device), export_check=check,
         checkpoint=checkpoint_facts(ckpt), notes={**facts, **notes, **extra_notes},
     )

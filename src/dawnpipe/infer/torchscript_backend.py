@@ -36,7 +36,7 @@ def export_and_load(module, example):
         return torch.jit.optimize_for_inference(frozen) if example.device.type == "cpu" else frozen
 
 
-def prepare(checkpoint: Path, *, device: str, threads: int, check_items: np.ndarray) -> Predictor:
+def prepare(checkpoint: Path, *, device: str, threads: int, check_items: np.ndarray, topk: int = 1) -> Predictor:
     from dawnpipe.infer.torch_model import prepare_torch
 
-    return prepare_torch("torchscript", checkpoint, device=device, threads=threads, check_items=check_items, transform=export_and_load)
+    return prepare_torch("torchscript", checkpoint, device=device, threads=threads, check_items=check_items, topk=topk, transform=export_and_load)

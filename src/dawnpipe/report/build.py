@@ -9,8 +9,8 @@ table of every run (Parquet + CSV).
 
 Each run directory holds run.json, train.parquet and time_to_accuracy.json;
 each inference result (one per backend) is latency/<backend>.json beside its
-per-item latency/<backend>.parquet. The JSON follows the shape of
-``dawnpipe.leaderboard.build``.
+per-item latency/<backend>.parquet (without --latency, those below each run
+directory are read). The JSON follows the shape of ``dawnpipe.leaderboard.build``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,10 @@ import pandas as pd
 from dawnpipe import leaderboard
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import read_json, write_csv, write_json, write_parquet, write_text
+from dawnpipe.infer.summary import headline
+from dawnpipe.report.frameworks import framework_comparison
 from dawnpipe.report.render import render_html
+from dawnpipe.runfiles import files_under, run_dirs
 from dawnpipe.runinfo import now_iso
 
 
@@ -38,19 +41,19 @@ def load_run(run_dir: Path) -> dict[str, Any]:
         "tta": read_json(run_dir / "time_to_accuracy.json"),
         "log": pd.read_parquet(run_dir / "train.parquet"),
         "latencies": [],  # inference results, one per backend (attach_latencies)
-        "latency": None,  # the best of them (best_latency)
+        "latency": None,  # the headline of them (dawnpipe.infer.summary.headline)
     }
 
 
-def best_latency(results: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The run's headline inference result: the lowest mean latency among the
-    backends that meet the threshold, else (nothing ranked) the lowest overall."""
-    ranked = [r for r in results if r["meets_threshold"]] or results
-    return min(ranked, key=lambda r: r["latency_mean_ms"], default=None)
-
-
 def attach_latencies(runs: list[dict[str, Any]], paths: list[Path]) -> None:
-    """Give each run its inference results (latency/<backend>.json + .parquet)."""
+    """Give each run its inference results: ``paths`` (latency/<backend>.json,
+    each beside its .parquet), or when none are given those in each run's
+    latency/ directory (else its latency.json alone)."""
+    paths = list(paths)
+    if not paths:
+        for run in runs:
+            found = sorted((run["dir"] / "latency").glob("*.json"))
+            paths += found or ([run["dir"] / "latency.json"] if (run["dir"] / "latency.json").is_file() else [])
     by_run = {(r["run"]["entry"], int(r["run"]["seed"])): r for r in runs}
     for path in paths:
         record = read_json(path)
@@ -63,7 +66,7 @@ def attach_latencies(runs: list[dict[str, Any]], paths: list[Path]) -> None:
         by_run[key]["latencies"].append({**record, "per_item_path": str(per_item)})
     for run in runs:
         run["latencies"].sort(key=lambda r: r["latency_mean_ms"])
-        run["latency"] = best_latency(run["latencies"])
+        run["latency"] = headline(run["latencies"])
 
 
 def run_source(run: dict[str, Any]) -> str:
@@ -135,9 +138,9 @@ def runs_table(runs: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def configure(p) -> None:
-    p.add_argument("--runs", nargs="+", required=True, type=Path, help="run directories (results/runs/<entry>/seed<k>)")
-    p.add_argument("--latency", nargs="*", default=[], type=Path, help="inference results (latency/<backend>.json of the runs)")
-    p.add_argument("--stability", nargs="*", default=[], type=Path, help="stability JSON of each entry")
+    p.add_argument("--runs", nargs="+", required=True, type=Path, help="run directories (results/runs/<entry>/seed<k>), or directories holding them")
+    p.add_argument("--latency", nargs="*", default=[], type=Path, help="inference results (latency/<backend>.json); default: those in each run directory")
+    p.add_argument("--stability", nargs="*", default=[], type=Path, help="stability JSON of each entry, or directories holding them")
     p.add_argument("--config-name", default="", help="the configuration the runs came from (shown in the page)")
     p.add_argument("--json", required=True, type=Path, help="output: leaderboard JSON")
     p.add_argument("--html", required=True, type=Path, help="output: self-contained leaderboard HTML")
@@ -146,13 +149,14 @@ def configure(p) -> None:
 
 
 def run(args) -> int:
-    runs = [load_run(d) for d in args.runs]
+    runs = [load_run(d) for d in run_dirs(args.runs)]
     attach_latencies(runs, args.latency)
-    stability = [read_json(p) for p in args.stability]
+    stability = [read_json(p) for p in files_under(args.stability, "*.json")]
     rows, excluded = objective_rows(runs)
     board = leaderboard.build(rows, excluded)
     board["generated"] = now_iso()
     board["config"] = args.config_name
+    board["frameworks"] = framework_comparison(runs)
     table = runs_table(runs)
     html = render_html(board, runs, stability, config_name=args.config_name)
     write_parquet(args.table, table)

@@ -60,7 +60,8 @@ def curves_by_task(runs: list[dict[str, Any]]) -> dict[str, Any]:
 SECTIONS = [
     ("sections/excluded.html.j2", lambda ctx: bool(ctx["board"]["excluded"])),
     ("sections/stability.html.j2", lambda ctx: bool(ctx["stability"])),
-    ("sections/inference.html.j2", lambda ctx: any(r["latencies"] for r in ctx["runs"])),
+    ("sections/frameworks.html.j2", lambda ctx: bool(ctx["board"].get("frameworks"))),
+    ("sections/inference.html.j2", lambda ctx: any(r.get("latencies") for r in ctx["runs"])),
     ("sections/runs.html.j2", lambda ctx: bool(ctx["runs"])),
 ]
 
