@@ -57,7 +57,7 @@ def test_squad_from_http_to_leaderboard(tmp_path):
         assert list(log.columns) == ["epoch", "hours", "f1Score"] and log["f1Score"].between(0, 1).all()
         tta = json.loads((run / "time_to_accuracy.json").read_text())
         assert tta["reached"] and tta["demo_threshold"] and tta["threshold"] == threshold
-        latency = json.loads((run / "latency" / "eager.json").read_text())
+        latency = json.loads((run / "latency.json").read_text())
         assert latency["items"] == 48 and latency["meets_threshold"] and 0 <= latency["accuracy"] <= 1
 
     board = json.loads((work / "results" / "leaderboard.json").read_text())
