@@ -64,3 +64,155 @@ def build(results: Iterable[dict[str, Any]], excluded: Iterable[dict[str, Any]] 
             "rows": rank(groups[(task, objective, threshold, demo)]),
         })
     return {"objectives": tables, "excluded": sorted(excluded, key=lambda e: e["source"])}
+
+
+# ------------------------------------------------------------ audited submissions
+SUBMISSION_OBJECTIVES = {"train": ["train_time", "train_cost"], "inference": ["inference_latency", "inference_cost"]}
+
+
+def submission_rows(report, skip: frozenset[int] = frozenset()) -> tuple[list[dict], list[dict]]:
+    """Leaderboard rows and exclusions of audited submissions (``dawnpipe.audit``).
+
+    Only what the audit recomputed is ranked: the time from the TSV, the cost
+    from it and ``costPerHour``; never a figure the submitter merely claims.
+    A submission with an error anywhere, or one that does not reach the
+    task's official threshold, is excluded with the reason. ``skip``: ids of
+    submissions shown through our own runs instead (see ``merge``)."""
+    rows, excluded = [], []
+    for sub in report.submissions:
+        if id(sub) in skip:
+            continue
+        objectives = SUBMISSION_OBJECTIVES[sub.kind]
+        if not sub.valid:
+            reasons = sub.errors() or [f"{sub.source}: incomplete submission"]
+            excluded.append({"source": sub.source, "objectives": objectives, "audit_anchor": sub.anchor,
+                             "reason": "audit error: " + "; ".join(reasons[:3]) + (f" (and {len(reasons) - 3} more)" if len(reasons) > 3 else "")})
+            continue
+        if sub.notes:
+            excluded.append({"source": sub.source, "objectives": objectives, "audit_anchor": sub.anchor, "reason": sub.notes[0]})
+            continue
+        meta, fig = sub.meta, sub.figures
+        common = {
+            "task": sub.task.name, "threshold": sub.task.threshold, "demo_threshold": False,
+            "model": meta["model"], "hardware": meta["hardware"], "framework": meta["framework"],
+            "timestamp": meta["timestamp"], "source": sub.source, "author": meta["author"], "audit_anchor": sub.anchor,
+        }
+        if sub.kind == "train":
+            rows.append({**common, "objective": "train_time", "value": fig["hours_to_threshold"], "epochs": fig["epochs_to_threshold"]})
+            if fig.get("cost_usd") is not None:
+                rows.append({**common, "objective": "train_cost", "value": fig["cost_usd"]})
+        else:
+            if fig.get("latency_ms") is not None:
+                rows.append({**common, "objective": "inference_latency", "value": fig["latency_ms"], "accuracy": fig["accuracy"]})
+            if fig.get("cost_per_10k_usd") is not None:
+                rows.append({**common, "objective": "inference_cost", "value": fig["cost_per_10k_usd"], "accuracy": fig["accuracy"]})
+    return rows, excluded
+
+
+def shown_as_runs(report, runs: list[dict[str, Any]]) -> frozenset[int]:
+    """Submissions that are our own export of a run also given as a run.
+
+    Decision: our runs and the export of the same runs are the same results,
+    so each is ranked once, from the run (which carries the demo-threshold
+    label, the wall clock and the latency percentiles). A submission counts as
+    the export of a run when its ``misc.dawnpipe.source`` names the run *and*
+    its content is the run's: the same per-epoch TSV (training), or the same
+    backend, threads and mean latency (inference). A submission that names a
+    run but differs from it is not that run: it is ranked on its own, with a
+    warning in its audit."""
+    from dawnpipe.audit.files import Unreadable
+    from dawnpipe.audit.rules import lookup
+    from dawnpipe.audit.tsvlog import parse_tsv
+    from dawnpipe.audit.model import FileAudit
+
+    by_source = {f"runs/{r['run']['entry']}/seed{r['run']['seed']}": r for r in runs}
+    logs: dict[str, Any] = {}
+    skip = set()
+    for sub in report.submissions:
+        claimed = lookup(sub.doc, "misc.dawnpipe.source") if sub.doc else None
+        if not isinstance(claimed, str) or claimed not in by_source:
+            continue
+        run = by_source[claimed]
+        if sub.kind == "train":
+            if claimed not in logs:
+                scratch = FileAudit(str(run["dir"] / "train.tsv"), "", "train-tsv", fs_path=str(run["dir"] / "train.tsv"))
+                try:
+                    text = (run["dir"] / "train.tsv").read_text(encoding="utf-8")
+                    logs[claimed] = parse_tsv(text, scratch, sub.task, 5)
+                except (OSError, UnicodeDecodeError, Unreadable):
+                    logs[claimed] = None
+            same = sub.log is not None and logs[claimed] is not None and sub.log.columns == logs[claimed].columns
+        else:
+            latency, backend = sub.meta.get("latency"), lookup(sub.doc, "misc.dawnpipe.backend")
+            threads = lookup(sub.doc, "misc.dawnpipe.threads")
+            same = any(lat.get("backend") == backend and lat.get("threads") == threads and lat.get("latency_mean_ms") == latency
+                       for lat in run.get("latencies", [run.get("latency", {})]))
+        target = sub.json or sub.tsv
+        if same:
+            skip.add(id(sub))
+            target.add("info", "submission.same-as-run", "field misc.dawnpipe.source",
+                       f"the export of {claimed}, which is also given as a run: ranked once, from the run")
+        else:
+            target.add("warning", "submission.differs-from-run", "field misc.dawnpipe.source",
+                       f"names {claimed}, which is also given as a run, but its {'log' if sub.kind == 'train' else 'latency result'} "
+                       "differs: ranked as a submission of its own")
+    return frozenset(skip)
+
+
+def merge(run_rows: list[dict], run_excluded: list[dict], report, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One board from our runs' rows and an audit of submission directories."""
+    if report is None:
+        return build(run_rows, run_excluded)
+    rows, excluded = submission_rows(report, shown_as_runs(report, runs))
+    board = build([*run_rows, *rows], [*run_excluded, *excluded])
+    board["audit"] = report.counts()
+    return board
+
+
+# ---------------------------------------------------------------- the command
+def configure(p) -> None:
+    from pathlib import Path
+
+    p.add_argument("--submissions", nargs="+", required=True, type=Path, metavar="DIR",
+                   help="directories laid out like the DAWNBench entries repository (audited first)")
+    p.add_argument("--runs", nargs="+", default=[], type=Path, metavar="RESULTS_DIR",
+                   help="our own runs: a results directory, results/runs, or run directories")
+    p.add_argument("--json", required=True, type=Path, metavar="OUT", help="output: leaderboard JSON")
+    p.add_argument("--html", type=Path, metavar="OUT", help="output: self-contained leaderboard HTML")
+    p.add_argument("--max-bytes", type=int, metavar="N", help="size cap of any one submission file (default: the audit rules)")
+
+
+def run(args) -> int:
+    """``dawnpipe leaderboard``: exit 0 when the board is written, whatever the
+    audit found (excluded submissions are listed with the reason)."""
+    from dawnpipe.audit.cli import without_hypothesis_strategies
+    from dawnpipe.errors import UsageError
+
+    for d in args.submissions:
+        if not d.is_dir():
+            raise UsageError(f"{d}: not a directory")
+    without_hypothesis_strategies()
+    from dawnpipe.audit.core import audit
+    from dawnpipe.audit.rules import load_rules
+    from dawnpipe.fileio import write_json, write_text
+    from dawnpipe.report.build import load_run, objective_rows
+    from dawnpipe.runfiles import find_run_dirs
+    from dawnpipe.runinfo import now_iso
+
+    runs = [load_run(d) for d in find_run_dirs(args.runs)] if args.runs else []
+    report = audit([str(d) for d in args.submissions], load_rules(args.max_bytes))
+    run_rows, run_excluded = objective_rows(runs)
+    board = merge(run_rows, run_excluded, report, runs)
+    board["generated"] = now_iso()
+    board["config"] = ""
+    write_json(args.json, board)
+    if args.html:
+        from dawnpipe.report.render import render_html
+
+        write_text(args.html, render_html(board, runs, [], config_name="submissions: " + ", ".join(map(str, args.submissions)), audit=report))
+    ranked = sum(len(t["rows"]) for t in board["objectives"])
+    c = report.counts()
+    print(f"leaderboard: {ranked} ranked rows from {len(runs)} runs and {len(report.submissions)} submissions "
+          f"({c['error']} files with audit errors), {len(board['excluded'])} excluded -> {args.json}"
+          + (f", {args.html}" if args.html else ""))
+    return 0

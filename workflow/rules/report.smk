@@ -7,6 +7,7 @@ rule report:
         latency=get_run_files("latency.json"),
         logs=get_run_files("train.parquet"),
         stability=expand("results/stability/{entry}.json", entry=ENTRIES),
+        submissions=get_submission_inputs,
     output:
         json="results/leaderboard.json",
         html="results/leaderboard.html",
@@ -17,6 +18,7 @@ rule report:
     params:
         runs=get_run_dirs(),
         name=config["name"],
+        submissions=config["submission_dirs"],
     threads: 1
     resources:
         mem_mb=2000,
@@ -25,4 +27,5 @@ rule report:
         "../../envs/report.yaml"
     shell:
         "python -m dawnpipe report --runs {params.runs} --stability {input.stability} --config-name {params.name}"
+        " --submissions {params.submissions:q}"
         " --json {output.json} --html {output.html} --table {output.table} --csv {output.csv} > {log} 2>&1"
