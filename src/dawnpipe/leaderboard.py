@@ -97,16 +97,30 @@ def submission_rows(report, skip: frozenset[int] = frozenset()) -> tuple[list[di
             "model": meta["model"], "hardware": meta["hardware"], "framework": meta["framework"],
             "timestamp": meta["timestamp"], "source": sub.source, "author": meta["author"], "audit_anchor": sub.anchor,
         }
+        mine = []
         if sub.kind == "train":
-            rows.append({**common, "objective": "train_time", "value": fig["hours_to_threshold"], "epochs": fig["epochs_to_threshold"]})
+            mine.append({**common, "objective": "train_time", "value": fig.get("hours_to_threshold"), "epochs": fig.get("epochs_to_threshold")})
             if fig.get("cost_usd") is not None:
-                rows.append({**common, "objective": "train_cost", "value": fig["cost_usd"]})
+                mine.append({**common, "objective": "train_cost", "value": fig["cost_usd"]})
         else:
             if fig.get("latency_ms") is not None:
-                rows.append({**common, "objective": "inference_latency", "value": fig["latency_ms"], "accuracy": fig["accuracy"]})
+                mine.append({**common, "objective": "inference_latency", "value": fig["latency_ms"], "accuracy": fig["accuracy"]})
             if fig.get("cost_per_10k_usd") is not None:
-                rows.append({**common, "objective": "inference_cost", "value": fig["cost_per_10k_usd"], "accuracy": fig["accuracy"]})
+                mine.append({**common, "objective": "inference_cost", "value": fig["cost_per_10k_usd"], "accuracy": fig["accuracy"]})
+        shown = [r for r in mine if _displayable(r)]
+        rows += shown
+        if len(shown) < len(mine):  # the audit's caps should make this impossible; one bad value must not break the board
+            excluded.append({"source": sub.source, "objectives": [r["objective"] for r in mine if r not in shown],
+                             "audit_anchor": sub.anchor, "reason": "a recomputed value that cannot be displayed"})
     return rows, excluded
+
+
+def _displayable(row: dict[str, Any]) -> bool:
+    try:
+        format_value(row["value"], OBJECTIVES[row["objective"]]["unit"])
+    except (ValueError, TypeError, ArithmeticError):
+        return False
+    return True
 
 
 def shown_as_runs(report, runs: list[dict[str, Any]]) -> frozenset[int]:

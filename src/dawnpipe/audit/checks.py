@@ -81,7 +81,9 @@ def check_training(sub: Submission, rules: dict[str, Any]) -> None:
     figures.update(threshold=task.threshold, metric=task.metric_column, reached=tta.reached,
                    best_metric=tta.best_metric, epochs_logged=epochs[-1] if epochs else None,
                    hours_logged=hours[-1] if hours else None)
-    if tta.reached:
+    if tta.reached and not (math.isfinite(tta.hours) and tta.hours >= 0):
+        pass  # no usable time at the threshold row: reported by the log model (missing or negative hours)
+    elif tta.reached:
         figures.update(epochs_to_threshold=tta.epoch, hours_to_threshold=tta.hours, threshold_line=lines[tta.row])
         if tta.hours == 0:
             f.add("warning", "log.zero-time", f"line {lines[tta.row]}", "the threshold is reached after 0 hours of training")
@@ -99,6 +101,8 @@ def _training_cost(sub: Submission, rules: dict[str, Any]) -> None:
     if sub.json is None:
         return
     price = sub.meta.get("costPerHour")
+    if price is not None and price < 0:
+        return  # reported by the metadata model
     if price is None:
         if sub.doc is not None and "costPerHour" not in sub.doc:
             sub.json.add("info", "json.no-price", "field costPerHour", "not given: no training-cost rank")
@@ -108,7 +112,7 @@ def _training_cost(sub: Submission, rules: dict[str, Any]) -> None:
                      f"{_fmt(price)} USD per hour is over the plausible {rules['plausible']['max_cost_per_hour_usd']:g}")
         return
     sub.figures["cost_per_hour"] = price
-    if sub.figures.get("reached"):
+    if sub.figures.get("hours_to_threshold") is not None:
         sub.figures["cost_usd"] = sub.figures["hours_to_threshold"] * price
 
 
@@ -148,7 +152,11 @@ def _close(a: float, b: float, rel: float) -> bool:
 def check_inference(sub: Submission, rules: dict[str, Any]) -> None:
     task, f, meta = sub.task, sub.json, sub.meta
     plausible = rules["plausible"]
+    # values outside their range are reported by the metadata model; nothing is computed from them
     latency, cost, price = meta.get("latency"), meta.get("cost"), meta.get("costPerHour")
+    latency = latency if latency is not None and latency > 0 else None
+    cost = cost if cost is not None and cost >= 0 else None
+    price = price if price is not None and price >= 0 else None
     accuracy = meta.get(task.inference_accuracy_field)
     figures = sub.figures
     figures.update(threshold=task.threshold, metric=task.inference_accuracy_field, accuracy=accuracy)
@@ -158,6 +166,9 @@ def check_inference(sub: Submission, rules: dict[str, Any]) -> None:
     if price is not None and price > plausible["max_cost_per_hour_usd"]:
         f.add("error", "json.implausible-price", "field costPerHour", f"{_fmt(price)} USD per hour is over the plausible {plausible['max_cost_per_hour_usd']:g}")
         price = None
+    if cost is not None and cost > plausible["max_cost_per_item_usd"]:
+        f.add("error", "json.implausible-cost", "field cost", f"{_fmt(cost)} USD per item is over the plausible {plausible['max_cost_per_item_usd']:g}")
+        cost = None
     if accuracy is not None and 0 <= accuracy <= task.metric_max:
         if accuracy < task.threshold:
             reason = (f"{task.inference_accuracy_field} {task.format_metric(accuracy)} is below the threshold "

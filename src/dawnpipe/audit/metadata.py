@@ -45,8 +45,12 @@ def json_type(value: Any) -> str:
 
 
 def _short(value: Any, limit: int = 40) -> str:
-    text = safe_text(value if isinstance(value, str) else json.dumps(value, default=str)[:200])
-    return repr(text if len(text) <= limit else text[:limit] + "...")
+    """A value as it reads in JSON, cut short: 'a string' in quotes, 42 or [1, 2] without."""
+    if isinstance(value, str):
+        text = safe_text(value)
+        return repr(text if len(text) <= limit else text[:limit] + "...")
+    text = safe_text(json.dumps(value, default=str)[:200])
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def parse_json(text: str, f: FileAudit) -> dict[str, Any] | None:
@@ -110,7 +114,7 @@ def typed_fields(doc: dict[str, Any], fields: dict[str, tuple[type, bool]], f: F
                 continue
             number = float(value)
             if not math.isfinite(number):
-                f.add("error", "json.not-finite", f"field {name}", f"{value!r} is not a finite number")
+                f.add("error", "json.not-finite", f"field {name}", "a number too large to represent (read as infinity)")
                 reported.add(name)
                 continue
             row[name] = number

@@ -10,6 +10,13 @@ from dawnpipe.display import format_hours, format_ms, format_usd
 
 def figure_note(sub: Submission, f: FileAudit) -> str:
     """The recomputed figure shown beside a file in the summary table."""
+    try:
+        return _figure_note(sub, f)
+    except ValueError:  # a figure of a file with errors that cannot be displayed; the messages say why
+        return ""
+
+
+def _figure_note(sub: Submission, f: FileAudit) -> str:
     fig, task = sub.figures, sub.task
     if sub.kind == "train" and f is sub.tsv and "reached" in fig:
         if fig["reached"] and fig.get("hours_to_threshold") is not None:
@@ -18,7 +25,7 @@ def figure_note(sub: Submission, f: FileAudit) -> str:
         best = fig.get("best_metric")
         return "did not converge" + ("" if best is None else f" (best {task.format_metric(best)})")
     if sub.kind == "train" and f is sub.json and fig.get("cost_usd") is not None:
-        return f"{format_usd(fig['cost_usd'])} at {format_usd(fig['cost_per_hour'])}/h"
+        return f"{format_usd(fig['cost_usd'])} at ${fig['cost_per_hour']:g}/h"
     if sub.kind == "inference":
         parts = []
         if fig.get("latency_ms") is not None:

@@ -61,8 +61,10 @@ def describe(check: str, column: str, value: Any, task) -> str:
         return text
     if check.startswith("str_length"):
         return "empty"
-    if check.startswith("str_matches") or check == "is_a_calendar_date":
+    if check.startswith("str_matches"):
         return f"{shown} is not a date YYYY-MM-DD"
+    if check == "is_a_calendar_date":
+        return f"{shown} is not a calendar date"
     if check.startswith("isin"):
         return f"{shown} is not one of {check[len('isin('):-1]}"
     if check == "has_latency_or_cost":
@@ -82,11 +84,15 @@ def apply_metadata_failures(cases: pd.DataFrame | None, owners: list[tuple[FileA
     """``owners[i]``: (file, JSON object, fields already reported) of frame row i."""
     if cases is None:
         return
+    seen: set[tuple[int, str]] = set()  # one message per field (a date can fail two checks)
     for case in cases.itertuples(index=False):
         index, column, check = case.index, case.column, str(case.check)
         if index is None or (isinstance(index, float) and np.isnan(index)):
             continue  # whole-frame failures (dtype) cannot happen: frames are built with the model's dtypes
         f, doc, reported = owners[int(index)]
+        if (int(index), str(column)) in seen:
+            continue
+        seen.add((int(index), str(column)))
         if check == "has_latency_or_cost":
             f.add("error", "json.check", "fields latency, cost", describe(check, "", None, task))
             continue
