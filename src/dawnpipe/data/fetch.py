@@ -29,6 +29,7 @@ from typing import Any
 import yaml
 
 from dawnpipe.data.download import download
+from dawnpipe.data.squad import fetch_squad
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import write_json
 from dawnpipe.tasks import get_task
@@ -43,8 +44,9 @@ class Check:
     reason: str = ""
 
 
-def content_check(path: Path, spec: dict[str, Any]) -> Check:
-    """Compare ``path`` with its spec (sha256 of content, length, md5 of the file)."""
+def content_check(path: Path, spec: dict[str, Any], name: str | None = None) -> Check:
+    """Compare ``path`` with its spec (sha256 of content, length, md5 of the file).
+    ``name`` is the file's real name when ``path`` is a temporary (``.part``)."""
     raw_md5 = hashlib.md5() if spec.get("md5") else None
     sha = hashlib.sha256()
     size = 0
@@ -53,7 +55,7 @@ def content_check(path: Path, spec: dict[str, Any]) -> Check:
             with open(path, "rb") as f:
                 while block := f.read(1 << 20):
                     raw_md5.update(block)
-        opener = gzip.open if path.name.endswith(".gz") and not spec.get("raw") else open
+        opener = gzip.open if (name or path.name).endswith(".gz") and not spec.get("raw") else open
         with opener(path, "rb") as f:
             while block := f.read(1 << 20):
                 sha.update(block)
@@ -128,7 +130,7 @@ def _fetch_one(name, spec, final: Path, cache: Path, local_dirs: list[Path], bas
     url = urllib.parse.urljoin(base_url, spec.get("url_name", name))
     for attempt in (1, 2):
         download(url, part)
-        check = content_check(part, spec)
+        check = content_check(part, spec, name)
         if check.ok:
             part.replace(final)
             print(f"fetch: {name}: downloaded from {url} (verified)")
@@ -169,7 +171,7 @@ def fetch_listed_files(spec_data: dict, dest: Path, cache: Path, source: str | N
 
 
 # data kind (tasks/*.yaml `data.kind`) -> function(spec_data, dest, cache, source) -> record of files
-FETCHERS = {"idx": fetch_listed_files}
+FETCHERS = {"idx": fetch_listed_files, "squad": fetch_squad}
 
 
 def configure(p) -> None:

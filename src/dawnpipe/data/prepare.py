@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from dawnpipe.data.idx import read_idx
+from dawnpipe.data.squad import prepare_squad
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import atomic_path, read_json, write_json
 from dawnpipe.tasks import get_task
@@ -73,7 +74,7 @@ def prepare(task_name: str, raw: Path, out: Path) -> Path:
 
 # data kind (tasks/*.yaml `data.kind`) -> function(task, raw, out) -> manifest fields
 # ("format", "splits", ...); manifest.json is written last, by prepare().
-PREPARERS = {"idx": prepare_idx}
+PREPARERS = {"idx": prepare_idx, "squad": prepare_squad}
 
 
 def configure(p) -> None:

@@ -62,8 +62,12 @@ def run(args) -> int:
 
     from dawnpipe.infer.torch_backend import eager_predictor, load_checkpoint
 
-    torch.set_num_threads(args.threads)
     run_info = read_json(args.run_json)
+    if get_task(run_info["task"]).data.get("kind") == "squad":  # questions with paragraphs, not images
+        from dawnpipe.infer.squad_predictor import run as run_squad
+
+        return run_squad(args, run_info)
+    torch.set_num_threads(args.threads)
     task = get_task(run_info["task"])
     split = load_split(args.data, "test", args.limit)
     images, labels = np.array(split.images), np.array(split.labels)

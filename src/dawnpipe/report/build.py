@@ -24,6 +24,7 @@ from dawnpipe.fileio import read_json, write_csv, write_json, write_parquet, wri
 from dawnpipe.report.render import render_html
 from dawnpipe.runfiles import latency_files
 from dawnpipe.runinfo import now_iso
+from dawnpipe.tasks import get_task
 
 
 def load_run(run_dir: Path) -> dict[str, Any]:
@@ -73,8 +74,10 @@ def objective_rows(runs: list[dict[str, Any]]) -> tuple[list[dict], list[dict]]:
                 if lat["cost_per_10k_usd"] is not None:
                     rows.append({**common, **extra, "objective": "inference_cost", "value": lat["cost_per_10k_usd"]})
             else:
+                task = get_task(tta["task"])
                 excluded.append({"source": common["source"], "objectives": ["inference_latency", "inference_cost"],
-                                 "reason": f"inference accuracy {lat['accuracy']:.2f} ({lat['backend']}, {lat['threads']} threads) below the threshold {lat['threshold']:g}"})
+                                 "reason": f"inference {lat['metric']} {task.format_metric(lat['accuracy'])} ({lat['backend']}, "
+                                           f"{lat['threads']} threads) below the threshold {task.format_metric(lat['threshold'])}"})
     return rows, excluded
 
 
