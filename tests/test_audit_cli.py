@@ -170,3 +170,12 @@ def test_non_utf8_file_names_and_text_print_safely(tmp_path):
     proc = run_cli("audit", str(root))
     assert proc.returncode == 1  # caf\xe9.json has no log
     assert "caf\\xe9.json" in proc.stdout and "Traceback" not in proc.stderr
+
+
+def test_audit_stays_light(tmp_path):
+    """`dawnpipe audit` imports neither torch nor tensorflow nor the HTML stack."""
+    train_pair(tmp_path)
+    probe = "import sys; from dawnpipe.cli import main\ntry:\n    main(['audit', sys.argv[1]])\nexcept SystemExit:\n    pass\n" \
+            "print(sorted(m for m in ('torch', 'tensorflow', 'jinja2') if m in sys.modules), file=sys.stderr)"
+    proc = subprocess.run([sys.executable, "-c", probe, str(tmp_path)], env=tool_env(), capture_output=True, text=True, timeout=120)
+    assert proc.stderr.strip().splitlines()[-1] == "[]", proc.stderr

@@ -51,7 +51,6 @@ def test_every_file_is_audited_and_none_has_an_error(dawnbench_entries, corpus_a
     ("ImageNet/train/ppwwyyxx_resnet152_8P100-DGX1_tensorpack.json", "json.misc-string"),
     ("ImageNet/train/google_amoeba_net_d_tpu_tensorflow18.json", "json.extra-field"),
     ("ImageNet/train/google_resnet50_tpu_tensorflow111_fastai.tsv", "log.epoch-repeat"),
-    ("ImageNet/train/fastai_resnet50_p3_4_machine_pytorch.tsv", "tsv.blank-lines"),
     ("CIFAR10/train/dawn_resnet164_nb_1p100-dawn_tensorflow_part2.json", "submission.part"),
 ])
 def test_known_quirks_are_warnings(corpus_audit, source, code):

@@ -5,6 +5,12 @@ dicts with ``task, objective, value`` and the descriptive fields. Rows are
 ordered by the unrounded value (best first) and ranked; equal values share a
 rank. Results measured against a different threshold than the table's (a demo
 threshold) go into a table of their own, never mixed with official ones.
+
+Also the ``leaderboard`` command, which audits submission directories and
+ranks them with our runs:
+
+    python -m dawnpipe leaderboard --submissions ../shared/dawnbench-entries [DIR ...] \
+        [--runs results] --json leaderboard.json [--html leaderboard.html]
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ TASK_ORDER = ["imagenet", "cifar10", "squad", "fashion-mnist"]
 ROW_FIELDS = ("model", "hardware", "framework", "timestamp", "source")
 
 
-def _task_order() -> list[str]:
+def task_order() -> list[str]:
     return [t for t in TASK_ORDER if t in all_tasks()] + sorted(set(all_tasks()) - set(TASK_ORDER))
 
 
@@ -51,10 +57,10 @@ def build(results: Iterable[dict[str, Any]], excluded: Iterable[dict[str, Any]] 
         row["display"] = format_value(row["value"], row["unit"])
         groups.setdefault(key, []).append(row)
     # every task's official tables exist, empty or not
-    for name in _task_order():
+    for name in task_order():
         for objective in OBJECTIVES:
             groups.setdefault((name, objective, tasks[name].threshold, False), [])
-    order = {name: i for i, name in enumerate(_task_order())}
+    order = {name: i for i, name in enumerate(task_order())}
     objective_order = {name: i for i, name in enumerate(OBJECTIVES)}
     tables = []
     for (task, objective, threshold, demo) in sorted(groups, key=lambda k: (order.get(k[0], 99), k[3], -k[2], objective_order[k[1]])):

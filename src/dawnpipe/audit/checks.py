@@ -48,26 +48,33 @@ def check_training(sub: Submission, rules: dict[str, Any]) -> None:
 
     hours_down, hours_same = _steps(hours)
     epochs_down, epochs_same = _steps(epochs)
+
+    def at(values: list[float], rows: list[int], step: bool) -> str:
+        """'0.3 -> 0.25 on line 7, ...' (step) or '18 on line 21, ...' for the first few rows."""
+        shown = [(f"{_fmt(values[i - 1])} -> {_fmt(values[i])}" if step else _fmt(values[i])) + f" on line {lines[i]}" for i in rows[:limit]]
+        return ", ".join(shown) + (f" and {len(rows) - limit} more" if len(rows) > limit else "")
+
     if hours_down:
         before = [i for i in hours_down if tta.reached and i <= tta.row]
-        shown = f"{_fmt(hours[hours_down[0] - 1])} -> {_fmt(hours[hours_down[0]])}"
         if before:
             f.add("error", "log.hours-decrease", where_lines([lines[i] for i in before], limit),
-                  f"cumulative hours decrease ({shown}) before the threshold is reached: the time to threshold is not well defined")
+                  f"cumulative hours decrease ({at(hours, before, True)}) before the threshold is reached: "
+                  "the time to threshold is not well defined")
         else:
             f.add("warning", "log.hours-decrease", where_lines([lines[i] for i in hours_down], limit),
-                  f"cumulative hours decrease ({shown})" + (" after the threshold row (the time to threshold is still well defined)" if tta.reached else ""))
+                  f"cumulative hours decrease ({at(hours, hours_down, True)})"
+                  + (" after the threshold row (the time to threshold is still well defined)" if tta.reached else ""))
     if hours_same:
         f.add("warning", "log.hours-repeat", where_lines([lines[i] for i in hours_same], limit),
-              f"cumulative hours repeat the previous row ({_fmt(hours[hours_same[0]])})")
+              f"cumulative hours repeat the previous row ({at(hours, hours_same, False)})")
     if epochs_down:
         f.add("warning", "log.epoch-decrease", where_lines([lines[i] for i in epochs_down], limit),
-              f"epoch decreases ({_fmt(epochs[epochs_down[0] - 1])} -> {_fmt(epochs[epochs_down[0]])})"
+              f"epoch decreases ({at(epochs, epochs_down, True)})"
               + ("; the time to threshold depends on hours only and is still well defined" if tta.reached and not hours_down else ""))
     if epochs_same:
         f.add("warning", "log.epoch-repeat", where_lines([lines[i] for i in epochs_same], limit),
-              f"epoch {_fmt(epochs[epochs_same[0]])} repeats (a log written twice for one epoch?)"
-              + ("; the first row at the threshold still defines the time" if tta.reached else ""))
+              f"epoch repeats the previous row ({at(epochs, epochs_same, False)}): a log written twice for one epoch?"
+              + (" The first row at the threshold still defines the time." if tta.reached else ""))
     finite_hours = [h for h in hours if math.isfinite(h)]
     if finite_hours and max(finite_hours) > rules["plausible"]["max_hours"]:
         f.add("error", "log.implausible-hours", "column hours",

@@ -38,7 +38,7 @@ def parse_tsv(text: str, f: FileAudit, task, limit: int) -> Log | None:
     """Columns epoch, hours and the task's metric columns, by name."""
     required = ["epoch", "hours", *task.log_columns]
     lines = text.split("\n")
-    if lines and lines[-1] == "":
+    while lines and not lines[-1].strip():  # blank lines at the end are not worth a message
         lines.pop()
     start = 0
     while start < len(lines) and not lines[start].strip():

@@ -11,7 +11,7 @@ from typing import Any
 import jinja2
 
 from dawnpipe.display import format_hours, format_ms, format_usd
-from dawnpipe.leaderboard import OBJECTIVES, _task_order
+from dawnpipe.leaderboard import OBJECTIVES, task_order
 from dawnpipe.report.svg import line_chart
 from dawnpipe.tasks import all_tasks
 
@@ -68,7 +68,7 @@ def render_html(board: dict[str, Any], runs: list[dict[str, Any]], stability: li
     """``audit``: a ``dawnpipe.audit`` report of the submissions merged into ``board`` (None: no submissions)."""
     # Every task's four official tables, empty or not (the twelve DAWNBench
     # tables plus Fashion-MNIST); demo-threshold tables only when they have rows.
-    tasks = {name: all_tasks()[name] for name in _task_order()}
+    tasks = {name: all_tasks()[name] for name in task_order()}
     tables = [t for t in board["objectives"] if not t["demo_threshold"] or t["rows"]]
     ctx: dict[str, Any] = dict(
         board=board, tables=tables, tasks=tasks, objectives=OBJECTIVES, runs=runs, stability=stability,
