@@ -64,6 +64,11 @@ def get_fetch_expect_arg(wildcards):
     return " ".join(f"--expect {p}" for p in get_data_checksums(wildcards))
 
 
+def get_prepare_threads(wildcards):
+    """ImageNet decodes in parallel (one process per CPU it may use); the others need one."""
+    return max(1, workflow.cores or 1) if get_task(wildcards.task).data.get("kind") == "imagenet" else 1
+
+
 def get_run_settings_hash(wildcards):
     """Everything that decides a training run's result. A params value, so an
     edited comment (in the config or an entry file) does not retrain, while any
@@ -106,8 +111,8 @@ def get_train_code(wildcards):
     """The package code a training run depends on: editing the trainer or a
     model retrains; editing the report does not."""
     pkg = os.path.join(SRC, "dawnpipe")
-    files = ["train/cli.py", "train/logbook.py", "train/schedule.py", "data/loader.py", "entries.py"]
-    files += ["train/tf_trainer.py", "models/tf_zoo.py"] if is_tensorflow(wildcards) else ["train/torch_trainer.py", "models/torch_zoo.py"]
+    files = ["train/cli.py", "train/logbook.py", "train/schedule.py", "train/data_source.py", "data/loader.py", "entries.py"]
+    files += ["train/tf_trainer.py", "models/tf_zoo.py", "tf_runtime.py"] if is_tensorflow(wildcards) else ["train/torch_trainer.py", "models/torch_zoo.py"]
     if get_task(ENTRIES[wildcards.entry]["task"]).data.get("kind") == "squad":
         files += ["train/squad_trainer.py", "models/squad_reader.py", "data/squad.py", "squad/text.py", "squad/evaluate.py"]
     return [os.path.relpath(os.path.join(pkg, f)) for f in files if os.path.exists(os.path.join(pkg, f))]

@@ -30,7 +30,7 @@ rule prepare:
         directory("data/prepared/{task}"),
     log:
         "results/logs/prepare/{task}.log",
-    threads: 1
+    threads: get_prepare_threads
     resources:
         mem_mb=4000,
         runtime=30,

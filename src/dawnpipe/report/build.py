@@ -21,6 +21,7 @@ import pandas as pd
 from dawnpipe import leaderboard
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import read_json, write_csv, write_json, write_parquet, write_text
+from dawnpipe.report.frameworks import framework_comparison
 from dawnpipe.report.render import render_html
 from dawnpipe.runfiles import latency_files
 from dawnpipe.runinfo import now_iso
@@ -123,6 +124,7 @@ def run(args) -> int:
     board = leaderboard.merge(rows, excluded, report, runs)
     board["generated"] = now_iso()
     board["config"] = args.config_name
+    board["frameworks"] = framework_comparison(runs)
     table = runs_table(runs)
     html = render_html(board, runs, stability, config_name=args.config_name, audit=report)
     write_parquet(args.table, table)

@@ -59,6 +59,7 @@ SECTIONS = [
     ("sections/excluded.html.j2", lambda ctx: bool(ctx["board"]["excluded"])),
     ("sections/audit.html.j2", lambda ctx: ctx["audit"] is not None),
     ("sections/stability.html.j2", lambda ctx: bool(ctx["stability"])),
+    ("sections/frameworks.html.j2", lambda ctx: bool(ctx["board"].get("frameworks"))),
     ("sections/runs.html.j2", lambda ctx: bool(ctx["runs"])),
 ]
 
