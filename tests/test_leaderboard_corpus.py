@@ -7,7 +7,6 @@ computed by hand from the TSVs (the computation is written beside each)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
