@@ -30,7 +30,7 @@ from typing import Any
 
 from dawnpipe.errors import DawnpipeError, UsageError
 from dawnpipe.fileio import read_json, write_json, write_text
-from dawnpipe.runfiles import find_run_dirs, latency_files
+from dawnpipe.runfiles import latency_files, run_dirs
 from dawnpipe.tasks import get_task
 
 MARKER = ".dawnpipe-export"  # hidden: the auditor does not look at it
@@ -127,7 +127,7 @@ def inference_submission(run: dict[str, Any], latency: dict[str, Any], author: s
     return doc
 
 
-def export(run_dirs: list[Path], out: Path, author: str, email: str) -> list[Path]:
+def export(dirs: list[Path], out: Path, author: str, email: str) -> list[Path]:
     """Write the export into a new directory beside ``out``, then put it in place."""
     out = Path(out)
     if out.exists() and not (out / MARKER).exists() and any(out.iterdir()):
@@ -136,7 +136,7 @@ def export(run_dirs: list[Path], out: Path, author: str, email: str) -> list[Pat
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     try:
         written = []
-        for run_dir in run_dirs:
+        for run_dir in dirs:
             written += _export_run(Path(run_dir), tmp, author, email)
         write_text(tmp / MARKER, "written by `dawnpipe export`; this directory is replaced whole on the next export\n")
         _swap(tmp, out)
@@ -196,11 +196,9 @@ def configure(p) -> None:
 def run(args) -> int:
     if not args.author.strip() or not args.author_email.strip():
         raise UsageError("--author and --author-email must not be empty (DAWNBench v1 requires both)")
-    run_dirs = find_run_dirs(args.runs)
-    if not run_dirs:
-        raise UsageError(f"no run directories (with run.json) under {', '.join(map(str, args.runs))}")
-    written = export(run_dirs, args.out, args.author.strip(), args.author_email.strip())
+    dirs = run_dirs(args.runs)
+    written = export(dirs, args.out, args.author.strip(), args.author_email.strip())
     trains = sum(1 for p in written if p.parent.name == "train" and p.suffix == ".json")
     inferences = sum(1 for p in written if p.parent.name == "inference")
-    print(f"export: {len(run_dirs)} runs -> {trains} training and {inferences} inference submissions in {args.out}")
+    print(f"export: {len(dirs)} runs -> {trains} training and {inferences} inference submissions in {args.out}")
     return 0

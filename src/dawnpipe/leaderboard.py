@@ -216,10 +216,10 @@ def run(args) -> int:
     from dawnpipe.audit.rules import load_rules
     from dawnpipe.fileio import write_json, write_text
     from dawnpipe.report.build import load_run, objective_rows
-    from dawnpipe.runfiles import find_run_dirs
+    from dawnpipe.runfiles import run_dirs
     from dawnpipe.runinfo import now_iso
 
-    runs = [load_run(d) for d in find_run_dirs(args.runs)] if args.runs else []
+    runs = [load_run(d) for d in run_dirs(args.runs)] if args.runs else []
     report = audit([str(d) for d in args.submissions], load_rules(args.max_bytes))
     run_rows, run_excluded = objective_rows(runs)
     board = merge(run_rows, run_excluded, report, runs)

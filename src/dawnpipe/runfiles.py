@@ -1,14 +1,50 @@
-"""Where the result files of our own runs are (results/runs/<entry>/seed<k>/).
+"""Find run results below directories, and the result files of one run.
 
-One place for the layout, shared by the report, the leaderboard and the
-export, so a new kind of result (another inference backend) is found by all.
+Snakemake names every input file of an aggregate stage (it expands the
+config's entries x seeds); DVC cannot (its templates interpolate scalars, not
+lists), so its stability and report stages name directories instead and the
+commands look inside: ``report --runs results/runs`` or
+``stability --entry E results/runs/E``. The layout of one run directory
+(``latency_files``) is also here, shared by the report, the leaderboard and
+the export, so a new kind of result (another inference backend) is found by all.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Iterable
 
-from dawnpipe.errors import UsageError
+from dawnpipe.errors import DawnpipeError
+
+
+def files_under(paths: Iterable[Path], pattern: str) -> list[Path]:
+    """Each file as given; each directory replaced by the files matching
+    ``pattern`` anywhere below it, in path order."""
+    found: list[Path] = []
+    for path in map(Path, paths):
+        if not path.is_dir():
+            found.append(path)  # a missing file is reported by whoever reads it
+            continue
+        below = sorted(p for p in path.rglob(pattern) if p.is_file())
+        if not below:
+            raise DawnpipeError(f"{path}: no {pattern} below this directory")
+        found.extend(below)
+    return found
+
+
+def run_dirs(paths: Iterable[Path]) -> list[Path]:
+    """Each run directory (one holding run.json) as given; any other
+    directory replaced by the run directories below it, in path order."""
+    found: list[Path] = []
+    for path in map(Path, paths):
+        if not path.is_dir() or (path / "run.json").is_file():
+            found.append(path)
+            continue
+        below = sorted(p.parent for p in path.rglob("run.json"))
+        if not below:
+            raise DawnpipeError(f"{path}: no run directory (with run.json) below this directory")
+        found.extend(below)
+    return found
 
 
 def latency_files(run_dir: Path) -> list[Path]:
@@ -20,25 +56,3 @@ def latency_files(run_dir: Path) -> list[Path]:
     found += sorted(p for p in run_dir.glob("latency-*.json") if p.is_file())
     found += sorted(p for p in run_dir.glob("latency/*.json") if p.is_file())
     return found
-
-
-def find_run_dirs(paths: list[Path]) -> list[Path]:
-    """Run directories (holding run.json) given as themselves, as a results
-    directory (``<path>/runs/<entry>/seed<k>``) or as a runs directory."""
-    dirs: list[Path] = []
-    for path in paths:
-        path = Path(path)
-        if (path / "run.json").is_file():
-            dirs.append(path)
-        elif (path / "runs").is_dir():
-            dirs += sorted(p.parent for p in (path / "runs").glob("*/seed*/run.json"))
-        elif path.is_dir():
-            dirs += sorted(p.parent for p in path.glob("*/seed*/run.json"))
-        else:
-            raise UsageError(f"{path}: not a run directory, a runs directory or a results directory")
-    seen, unique = set(), []
-    for d in dirs:
-        if d.resolve() not in seen:
-            seen.add(d.resolve())
-            unique.append(d)
-    return unique
