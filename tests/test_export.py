@@ -102,11 +102,12 @@ def test_file_name_parts_are_safe():
     assert slug("") == "unknown" and slug("...") == "unknown"
 
 
-def test_export_usage_errors(tmp_path):
+def test_export_bad_arguments(tmp_path):
     proc = run_cli("export", "--runs", str(tmp_path / "nothing"), "--out", str(tmp_path / "out"))
-    assert proc.returncode == 2 and "not a run directory" in proc.stderr
+    assert proc.returncode == 1 and "nothing: missing run.json" in proc.stderr
     (tmp_path / "empty").mkdir()
     proc = run_cli("export", "--runs", str(tmp_path / "empty"), "--out", str(tmp_path / "out"))
-    assert proc.returncode == 2 and "no run directories" in proc.stderr
+    assert proc.returncode == 1 and "no run directory (with run.json) below this directory" in proc.stderr
     proc = run_cli("export", "--runs", str(tmp_path), "--out", str(tmp_path / "out"), "--author", " ")
-    assert proc.returncode == 2
+    assert proc.returncode == 2 and "must not be empty" in proc.stderr
+    assert not (tmp_path / "out").exists()
