@@ -80,6 +80,20 @@ def get_train_args(wildcards):
     return " ".join(args)
 
 
+def get_telemetry_interval(wildcards):
+    return float(config.get("telemetry", {}).get("interval_s", 1.0))
+
+
+def get_entry_hash(wildcards):
+    return config_hash(ENTRIES[wildcards.entry])
+
+
+def get_sensitivity_args(wildcards):
+    """--ladder from the config's sensitivity_ladders, else nothing (the task's own ladder)."""
+    ladder = config.get("sensitivity_ladders", {}).get(ENTRIES[wildcards.entry]["task"])
+    return "--ladder " + " ".join(f"{t:g}" for t in ladder) if ladder else ""
+
+
 def get_infer_args(wildcards):
     return f"--limit {config['test_limit']}" if config["test_limit"] else ""
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from dawnpipe import telemetry
 from dawnpipe.data.loader import load_split
 from dawnpipe.fileio import read_json, write_json, write_parquet
 from dawnpipe.infer.latency import latency_stats
@@ -55,6 +56,8 @@ def configure(p) -> None:
     p.add_argument("--threads", type=int, default=1, help="CPU threads of the framework (recorded; default 1)")
     p.add_argument("--warmup", type=int, default=50, help="untimed warm-up items before timing (default 50)")
     p.add_argument("--limit", type=int, help="answer only the first N items (demo/test configs)")
+    p.add_argument("--telemetry", type=Path, help="output: hardware samples while answering, Parquet (default: none)")
+    p.add_argument("--telemetry-interval", type=float, default=1.0, help="seconds between hardware samples (default 1)")
 
 
 def run(args) -> int:
@@ -69,7 +72,8 @@ def run(args) -> int:
     images, labels = np.array(split.images), np.array(split.labels)
     device = torch.device("cuda" if run_info["environment"].get("device", "cpu").startswith("cuda") and torch.cuda.is_available() else "cpu")
     predict = eager_predictor(load_checkpoint(args.checkpoint), device)
-    seconds, correct = time_items(predict, images, labels, args.warmup, f"infer {run_info['entry']} s{run_info['seed']}")
+    with telemetry.sampling(args.telemetry, args.telemetry_interval if args.telemetry else 0):
+        seconds, correct = time_items(predict, images, labels, args.warmup, f"infer {run_info['entry']} s{run_info['seed']}")
     accuracy = 100.0 * float(correct.mean())
     usd_per_hour = price_per_hour(load_prices(args.prices), run_info["hardware"])
     stats = latency_stats(seconds)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from dawnpipe import telemetry
 from dawnpipe.entries import config_hash, load_entry, run_settings
 from dawnpipe.fileio import read_json, write_json
 from dawnpipe.runinfo import base_environment, now_iso
@@ -35,6 +36,8 @@ def configure(p) -> None:
     p.add_argument("--stop-at-threshold", action="store_true", help="end training after the first epoch at the threshold")
     p.add_argument("--threads", type=int, help="CPU threads for the framework (default: its own choice)")
     p.add_argument("--no-resume", action="store_true", help="ignore saved per-epoch state and start from scratch")
+    p.add_argument("--telemetry", type=Path, help="output: hardware samples, Parquet (default: telemetry.parquet beside --run-json)")
+    p.add_argument("--telemetry-interval", type=float, default=1.0, help="seconds between hardware samples; 0 turns sampling off (default 1)")
 
 
 def trainer_for(entry: dict):
@@ -64,9 +67,13 @@ def run(args) -> int:
     work_dir.mkdir(parents=True, exist_ok=True)
     started = now_iso()
     Outputs, train = trainer_for(entry)
-    summary = train(settings, args.data, Outputs(args.tsv, args.log_parquet, args.checkpoint, args.run_json, work_dir),
-                    threads=args.threads, resume=not args.no_resume)
+    with telemetry.sampling(args.telemetry or args.run_json.parent / "telemetry.parquet", args.telemetry_interval,
+                            partial_path=work_dir / "telemetry.partial.parquet") as sampler:
+        summary = train(settings, args.data, Outputs(args.tsv, args.log_parquet, args.checkpoint, args.run_json, work_dir),
+                        threads=args.threads, resume=not args.no_resume)
     environment = {**base_environment(), **summary.pop("environment")}
+    telemetry_record = telemetry.run_record(sampler, args.telemetry_interval, framework=entry["framework"],
+                                            environment=environment, precision=entry["hyperparameters"]["precision"])
     write_json(args.run_json, {
         "entry": entry["id"], "seed": settings["seed"], "task": entry["task"], "framework": entry["framework"],
         "model": entry["model"], "hardware": entry["hardware"],
@@ -75,7 +82,7 @@ def run(args) -> int:
         "config_hash": config_hash(settings),
         "data_manifest_sha256": _manifest_hash(args.data),
         "started": started, "finished": now_iso(),
-        "result": summary, "environment": environment, "settings": settings,
+        "result": summary, "environment": environment, "settings": settings, "telemetry": telemetry_record,
     })
     shutil.rmtree(work_dir, ignore_errors=True)  # resume state is only for unfinished runs
     return 0
