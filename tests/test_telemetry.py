@@ -314,3 +314,11 @@ def test_nan_free_summary_for_run_json(tmp_path):
         pass
     json.dumps(s.summary(), allow_nan=False)
     assert not math.isnan(s.summary()["duration_s"])
+
+
+def test_negative_interval_is_a_usage_error(tmp_path):
+    from dawnpipe.errors import UsageError
+
+    with pytest.raises(UsageError, match="-1"):
+        with sampling(tmp_path / "t.parquet", -1):
+            pass

@@ -201,6 +201,10 @@ def sampling(path: str | os.PathLike | None, interval_s: float | None = 1.0, **k
     and samples nothing when the interval is 0 or this is not rank 0; the
     file is then written without rows, so a declared output still appears."""
     global _ACTIVE
+    if interval_s is not None and interval_s < 0:
+        from dawnpipe.errors import UsageError
+
+        raise UsageError(f"telemetry interval must be >= 0 seconds (0 turns sampling off), got {interval_s:g}")
     if sampling_disabled_reason(interval_s):
         yield None
         if path is not None:
