@@ -24,7 +24,7 @@ def test_defaults_are_filled(tmp_path):
     path.write_text("task: fashion-mnist\nframework: pytorch\nmodel: resnet20\nhardware: local-cpu\nhyperparameters: {batch_size: 64, epochs: 2, lr: 0.1}\n")
     entry = load_entry(path)
     hp = entry["hyperparameters"]
-    assert hp["precision"] == "fp32" and hp["augment"] == {"crop_padding": 0, "flip": False}
+    assert hp["precision"] == "fp32" and hp["augment"] == {"crop_padding": 0, "flip": False, "random_resized_crop": {"size": 0, "min_scale": 0.35}}
     assert entry["distributed"] == {"nodes": 1, "processes_per_node": 1}
 
 

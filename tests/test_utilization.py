@@ -232,3 +232,13 @@ def test_report_page_shows_the_sections_with_the_energy_source(tmp_path):
     assert "2.4 kJ" in html and "RAPL" in html  # 60 W x 40 s of training
     assert "test &lt;probe&gt;" in html and "test <probe>" not in html
     assert re.search(r"25\.0%", html)  # 0.1 of 0.4 TFLOP/s
+
+
+def test_entries_without_a_flop_counter_say_why(tmp_path):
+    from dawnpipe.entries import load_entry
+    from dawnpipe.telemetry.flops import count_entry
+
+    squad = count_entry(load_entry("config/entries/drqa-small.yaml"), tmp_path / "not-read")
+    assert not squad["counted"] and "not images" in squad["reason"]
+    keras = count_entry({**load_entry("config/entries/fastnet.yaml"), "framework": "tensorflow"}, tmp_path / "not-read")
+    assert not keras["counted"] and "tensorflow" in keras["reason"]

@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "utilization": ("dawnpipe.telemetry.utilization", "achieved FLOP/s, fraction of peak and energy to accuracy of a run"),
     "sensitivity": ("dawnpipe.telemetry.sensitivity", "time to accuracy of a run at a ladder of thresholds"),
     "report": ("dawnpipe.report.build", "leaderboard JSON, HTML and the table of all runs"),
+    "squad-eval": ("dawnpipe.squad.evaluate", "exact match and F1 of SQuAD v1.1 predictions, like the official script"),
 }
 
 

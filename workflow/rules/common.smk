@@ -54,6 +54,21 @@ def get_data_source_arg(wildcards):
     return f"--source {source}" if source else ""
 
 
+def get_data_checksums(wildcards):
+    """The --expect file of a task (an input, so editing it fetches again), or nothing."""
+    path = config["data_checksums"].get(wildcards.task)
+    return [path] if path else []
+
+
+def get_fetch_expect_arg(wildcards):
+    return " ".join(f"--expect {p}" for p in get_data_checksums(wildcards))
+
+
+def get_prepare_threads(wildcards):
+    """ImageNet decodes in parallel (one process per CPU it may use); the others need one."""
+    return max(1, workflow.cores or 1) if get_task(wildcards.task).data.get("kind") == "imagenet" else 1
+
+
 def get_run_settings_hash(wildcards):
     """Everything that decides a training run's result. A params value, so an
     edited comment (in the config or an entry file) does not retrain, while any
@@ -84,8 +99,13 @@ def get_telemetry_interval(wildcards):
     return float(config.get("telemetry", {}).get("interval_s", 1.0))
 
 
-def get_entry_hash(wildcards):
-    return config_hash(ENTRIES[wildcards.entry])
+def get_flops_hash(wildcards):
+    """What a FLOP count depends on: the network, its input and the step's
+    batch, precision and memory format; not the optimizer or the schedule."""
+    entry = ENTRIES[wildcards.entry]
+    hp = entry["hyperparameters"]
+    return config_hash({k: entry[k] for k in ("task", "framework", "model", "model_args")}
+                       | {k: hp[k] for k in ("batch_size", "precision", "channels_last")})
 
 
 def get_sensitivity_args(wildcards):
@@ -110,8 +130,10 @@ def get_train_code(wildcards):
     """The package code a training run depends on: editing the trainer or a
     model retrains; editing the report does not."""
     pkg = os.path.join(SRC, "dawnpipe")
-    files = ["train/cli.py", "train/logbook.py", "train/schedule.py", "data/loader.py", "entries.py"]
+    files = ["train/cli.py", "train/logbook.py", "train/schedule.py", "train/data_source.py", "data/loader.py", "entries.py"]
     files += ["train/tf_trainer.py", "models/tf_zoo.py"] if is_tensorflow(wildcards) else ["train/torch_trainer.py", "models/torch_zoo.py"]
+    if get_task(ENTRIES[wildcards.entry]["task"]).data.get("kind") == "squad":
+        files += ["train/squad_trainer.py", "models/squad_reader.py", "data/squad.py", "squad/text.py", "squad/evaluate.py"]
     return [os.path.relpath(os.path.join(pkg, f)) for f in files if os.path.exists(os.path.join(pkg, f))]
 
 

@@ -13,7 +13,7 @@ rule flops:
     log:
         "results/logs/flops/{entry}.log",
     params:
-        settings_hash=get_entry_hash,  # rerun trigger: the entry's values, not its comments
+        counted=get_flops_hash,  # rerun trigger: what FLOPs depend on, not comments or the optimizer
     threads: 1
     resources:
         mem_mb=2000,

@@ -92,6 +92,10 @@ def count_entry(entry: dict[str, Any], data: Path) -> dict[str, Any]:
     record: dict[str, Any] = {"entry": entry["id"], "task": entry["task"], "framework": entry["framework"], "model": entry["model"]}
     if entry["framework"] != "pytorch":
         return {**record, "counted": False, "reason": f"FLOPs are counted for PyTorch entries only (torch.utils.flop_counter); this entry is {entry['framework']}"}
+    from dawnpipe.tasks import get_task
+
+    if get_task(entry["task"]).metric_column not in ("top1Accuracy", "top5Accuracy"):
+        return {**record, "counted": False, "reason": f"FLOPs are counted for image-classification entries; {entry['task']} items are not images"}
     import torch
 
     from dawnpipe.data.loader import load_split

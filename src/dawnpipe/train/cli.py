@@ -43,7 +43,9 @@ def configure(p) -> None:
 def trainer_for(entry: dict):
     """(Outputs, train) of the module that trains ``entry``; imported only when used,
     so PyTorch jobs never import TensorFlow and the reverse."""
-    if entry["framework"] == "tensorflow":
+    if get_task(entry["task"]).data.get("kind") == "squad":  # question answering, not images
+        from dawnpipe.train.squad_trainer import Outputs, train
+    elif entry["framework"] == "tensorflow":
         from dawnpipe.train.tf_trainer import Outputs, train
     else:
         from dawnpipe.train.torch_trainer import Outputs, train

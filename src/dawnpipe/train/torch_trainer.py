@@ -6,7 +6,8 @@ optimizer step. Evaluation, checkpointing and log writing run with the clock
 stopped. On CUDA the clock is read only after ``torch.cuda.synchronize()``, so
 queued kernels are not left outside it. The whole data set is moved to the
 device once, before the clock starts, as uint8 (like airbench), and batches are
-augmented on the device.
+augmented on the device. Sets too large for memory (ImageNet) are streamed
+from memory-mapped shards instead: see dawnpipe.train.data_source.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from dawnpipe.fileio import atomic_path, move_into_place
 from dawnpipe.models.torch_zoo import build_model
 from dawnpipe.tasks import get_task
 from dawnpipe.telemetry import mark_training_clock
+from dawnpipe.train.data_source import device_images, epoch_batches, image_stats, random_resized_crop
 from dawnpipe.train.logbook import Logbook
 from dawnpipe.train.schedule import lr_at
 
@@ -79,11 +81,6 @@ def pick_device(requested: str) -> torch.device:
     return torch.device("cpu")
 
 
-def as_nchw(images: np.ndarray) -> torch.Tensor:
-    t = torch.from_numpy(np.array(images))  # a writable copy of the memory map
-    return t.unsqueeze(1) if t.ndim == 3 else t.permute(0, 3, 1, 2).contiguous()
-
-
 def autocast(device: torch.device, precision: str):
     if precision == "fp32":
         return contextlib.nullcontext()
@@ -119,13 +116,8 @@ class Normalizer:
         return (x01 - self.mean) / self.std
 
 
-def channel_stats(images: torch.Tensor) -> tuple[list[float], list[float]]:
-    x = images.to(torch.float64) / 255.0
-    return x.mean(dim=(0, 2, 3)).tolist(), x.std(dim=(0, 2, 3)).tolist()
-
-
 def topk_correct(logits: torch.Tensor, labels: torch.Tensor, ks: tuple[int, ...]) -> dict[int, int]:
-    top = logits.topk(max(ks), dim=1).indices
+    top = logits.topk(min(max(ks), logits.shape[1]), dim=1).indices  # top-5 of 3 classes: all of them
     hits = top.eq(labels[:, None])
     return {k: int(hits[:, :k].any(dim=1).sum()) for k in ks}
 
@@ -178,9 +170,10 @@ def train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: in
 
     train_split = load_split(data_dir, "train", settings["train_limit"])
     test_split = load_split(data_dir, "test", settings["test_limit"])
-    train_x, train_y = as_nchw(train_split.images).to(device), torch.from_numpy(np.array(train_split.labels)).to(device)
-    test_x, test_y = as_nchw(test_split.images).to(device), torch.from_numpy(np.array(test_split.labels)).to(device)
-    mean, std = channel_stats(train_x)
+    # in memory, or streamed from shards for ImageNet-sized sets (dawnpipe.train.data_source)
+    train_x, train_y = device_images(train_split, device), torch.from_numpy(np.array(train_split.labels)).to(device)
+    test_x, test_y = device_images(test_split, device), torch.from_numpy(np.array(test_split.labels)).to(device)
+    mean, std = image_stats(train_split, train_x)
     normalize = Normalizer(mean, std, device)
     n_classes = len(train_split.classes)
 
@@ -233,14 +226,16 @@ def train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: in
         model.train()
         epoch_clock_before = clock.elapsed
         with clock.running():
-            perm = torch.randperm(n_train, generator=gen).to(device)
+            perm = torch.randperm(n_train, generator=gen)
             loss_sum = torch.zeros((), device=device)
             seen = 0
-            for step in range(steps):
-                idx = perm[step * batch:(step + 1) * batch]
-                x = augment(train_x[idx].float() / 255.0, aug["crop_padding"], aug["flip"], gen)
+            for step, (xb, yb) in enumerate(epoch_batches(train_x, train_y, perm, batch, steps)):
+                x = xb.float() / 255.0
+                if aug["random_resized_crop"]["size"]:
+                    x = random_resized_crop(x, aug["random_resized_crop"]["size"], aug["random_resized_crop"]["min_scale"], gen)
+                x = augment(x, aug["crop_padding"], aug["flip"], gen)
                 x = normalize(x).contiguous(memory_format=fmt)
-                y = train_y[idx].long()
+                y = yb.long()
                 lr = lr_at(epoch + step / steps, hp["lr"], hp["schedule"], hp["epochs"])
                 for group in optimizer.param_groups:
                     group["lr"] = lr
