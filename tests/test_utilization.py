@@ -242,3 +242,23 @@ def test_entries_without_a_flop_counter_say_why(tmp_path):
     assert not squad["counted"] and "not images" in squad["reason"]
     keras = count_entry({**load_entry("config/entries/fastnet.yaml"), "framework": "tensorflow"}, tmp_path / "not-read")
     assert not keras["counted"] and "tensorflow" in keras["reason"]
+
+
+def test_energy_rows_and_exclusions_of_our_runs():
+    from dawnpipe.report.build import objective_rows
+
+    def run(seed, reached, energy):
+        return {"run": {"entry": "e", "seed": seed, "model": "m", "hardware": "h", "framework": "pytorch", "finished": "2026-01-01T00:00:00"},
+                "tta": {"task": "fashion-mnist", "threshold": 93.0, "demo_threshold": False, "reached": reached, "epochs_to_accuracy": 2.0 if reached else None,
+                        "time_to_accuracy_hours": 0.01 if reached else None, "wall_time_to_accuracy_hours": 0.02 if reached else None,
+                        "cost_usd": None, "reason": None if reached else "did not converge"},
+                "latency": {"backend": "eager", "threads": 1, "accuracy": 90.0, "items": 10, "meets_threshold": False, "threshold": 93.0, "metric": "top1Accuracy"},
+                "utilization": {"energy": energy}}
+
+    measured = {"energy_to_accuracy_j": 500.0, "run_j": 900.0, "source": "RAPL"}
+    unmeasured = {"energy_to_accuracy_j": None, "run_j": None, "source": "none"}
+    rows, excluded = objective_rows([run(0, True, measured), run(1, True, unmeasured), run(2, False, {**measured, "energy_to_accuracy_j": None})])
+    energy = [r for r in rows if r["objective"] == "train_energy"]
+    assert [(r["seed"], r["value"], r["energy_source"]) for r in energy] == [(0, 500.0, "RAPL")]  # seed 1: not measured, not shown
+    (dnc,) = [e for e in excluded if "train_time" in e["objectives"]]
+    assert dnc["source"] == "runs/e/seed2" and "train_energy" in dnc["objectives"]

@@ -65,7 +65,9 @@ def objective_rows(runs: list[dict[str, Any]]) -> tuple[list[dict], list[dict]]:
             if energy.get("energy_to_accuracy_j") is not None:  # shown only where measured
                 rows.append({**common, "objective": "train_energy", "value": energy["energy_to_accuracy_j"], "energy_source": energy["source"]})
         else:
-            excluded.append({"source": common["source"], "objectives": ["train_time", "train_cost"], "reason": tta["reason"]})
+            measured = ((r.get("utilization") or {}).get("energy") or {}).get("run_j") is not None
+            excluded.append({"source": common["source"], "objectives": ["train_time", "train_cost"] + (["train_energy"] if measured else []),
+                             "reason": tta["reason"]})
         extra = {"backend": lat["backend"], "threads": lat["threads"], "accuracy": lat["accuracy"], "items": lat["items"]}
         if lat["meets_threshold"]:
             rows.append({**common, **extra, "objective": "inference_latency", "value": lat["latency_mean_ms"],
