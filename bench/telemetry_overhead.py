@@ -12,6 +12,9 @@ medians. The sampler should cost nothing measurable: a ratio within the
 run-to-run spread of the "off" side. Prints per-run times, the spread, then
 ``telemetry overhead: <ratio>x`` as its last line. On a shared or busy machine
 the spread is large and says more than the ratio; the load average is printed.
+So it first measures the sampler's own cost directly, which load barely
+changes: the CPU time of one tick (``time.thread_time``), averaged over many,
+as a fraction of one core at the interval (``--tick-cost-only`` stops there).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import yaml
@@ -50,6 +54,21 @@ def train_seconds(entry: Path, data: Path, items: int, threads: int, interval: f
     return json.loads(run.read_text())["result"]["training_hours"] * 3600.0
 
 
+def tick_cost(interval: float, ticks: int = 300) -> None:
+    sys.path.insert(0, str(ROOT / "src"))
+    from dawnpipe.telemetry.sampler import Sampler
+
+    with tempfile.TemporaryDirectory() as tmp:
+        s = Sampler(Path(tmp) / "t.parquet", 3600.0).start()  # the thread sleeps; ticks are driven here
+        cpu = time.thread_time()
+        for _ in range(ticks):
+            s._tick()
+        per_tick = (time.thread_time() - cpu) / ticks
+        s.stop()
+    print(f"sampler CPU per tick: {per_tick * 1e6:.0f} us (sources: {', '.join(v for v in s.sources.values())}); "
+          f"at one tick per {interval:g} s: {100 * per_tick / interval:.3f}% of one core")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--entry", type=Path, default=ROOT / "config/entries/fastnet.yaml")
@@ -58,7 +77,11 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--interval", type=float, default=1.0, help="sampling interval of the 'on' side (seconds)")
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--tick-cost-only", action="store_true", help="measure the cost of one sample and stop")
     args = p.parse_args()
+    tick_cost(args.interval)
+    if args.tick_cost_only:
+        return
     with tempfile.TemporaryDirectory(prefix="dawnpipe-telemetry-overhead-") as tmp:
         work = Path(tmp)
         dawnpipe("fetch", "fashion-mnist", "--dest", str(work / "raw"))
