@@ -296,6 +296,9 @@ def test_device_peak_of_a_gpu_run_scales_with_devices():
     assert p["compute_tflops"] == pytest.approx(8 * 312.0) and p["memory_gbps"] == 8 * 1555
     assert device_peak({"device": "cuda:0", "gpus": ["Tesla V100-SXM2-16GB"]}, None, "bf16")["compute_tflops"] is None  # no bf16 on Volta
     assert "not in" in device_peak({"device": "cuda:0", "gpus": ["Some Future GPU"]}, None, "fp32")["source"]
+    # TensorFlow records logical names; the sampler's NVML names are the hardware's
+    tf_env = {"device": "cuda:0", "gpus": ["/device:GPU:0"]}
+    assert device_peak(tf_env, {"devices": [{"device": "gpu0", "kind": "gpu", "name": "Tesla T4"}]}, "fp16")["compute_tflops"] == 65.0
 
 
 def test_cpu_probe_for_real():

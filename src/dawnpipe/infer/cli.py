@@ -61,25 +61,32 @@ def configure(p) -> None:
 
 
 def run(args) -> int:
-    import torch
-
-    from dawnpipe.infer.torch_backend import eager_predictor, load_checkpoint
-
     run_info = read_json(args.run_json)
     if get_task(run_info["task"]).data.get("kind") == "squad":  # questions with paragraphs, not images
         from dawnpipe.infer.squad_predictor import run as run_squad
 
         with telemetry.sampling(args.telemetry, args.telemetry_interval if args.telemetry else 0):  # the whole SQuAD stage
             return run_squad(args, run_info)
-    torch.set_num_threads(args.threads)
     task = get_task(run_info["task"])
     split = load_split(args.data, "test", args.limit)
     # sharded sets stay on disk: indexing one item reads it into memory before the clock starts
     images = split.images if isinstance(split.images, ShardedArray) else np.array(split.images)
     labels = np.array(split.labels)
-    device = torch.device("cuda" if run_info["environment"].get("device", "cpu").startswith("cuda") and torch.cuda.is_available() else "cpu")
+    on_cuda = run_info["environment"].get("device", "cpu").startswith("cuda")
     topk = 5 if task.metric_column == "top5Accuracy" else 1  # the answer is the task's: ImageNet's is five classes
-    predict = eager_predictor(load_checkpoint(args.checkpoint), device, topk=topk)
+    if run_info["framework"] == "tensorflow":  # issue 7; one line of issue 4's backend registry once that lands
+        from dawnpipe.infer.tf_backend import prepare
+
+        predictor = prepare(args.checkpoint, device="auto" if on_cuda else "cpu", threads=args.threads, check_items=images[:256], topk=topk)
+        predict, backend, device, threads = predictor.predict, predictor.backend, predictor.device, predictor.threads
+    else:
+        import torch
+
+        from dawnpipe.infer.torch_backend import eager_predictor, load_checkpoint
+
+        torch.set_num_threads(args.threads)
+        device = torch.device("cuda" if on_cuda and torch.cuda.is_available() else "cpu")
+        predict, backend, threads = eager_predictor(load_checkpoint(args.checkpoint), device, topk=topk), "eager", torch.get_num_threads()
     with telemetry.sampling(args.telemetry, args.telemetry_interval if args.telemetry else 0):
         seconds, correct = time_items(predict, images, labels, args.warmup, f"infer {run_info['entry']} s{run_info['seed']}")
     accuracy = 100.0 * float(correct.mean())
@@ -87,8 +94,8 @@ def run(args) -> int:
     stats = latency_stats(seconds)
     record = {
         "entry": run_info["entry"], "seed": int(run_info["seed"]), "task": task.name, "model": run_info["model"],
-        "framework": run_info["framework"], "hardware": run_info["hardware"], "backend": "eager",
-        "device": str(device), "threads": torch.get_num_threads(), "items": int(len(images)),
+        "framework": run_info["framework"], "hardware": run_info["hardware"], "backend": backend,
+        "device": str(device), "threads": threads, "items": int(len(images)),
         "official_items": task.inference_items, "warmup_items": min(args.warmup, len(images)),
         "accuracy": accuracy, "metric": task.metric_column, "threshold": float(run_info["threshold"]),
         "demo_threshold": bool(run_info["demo_threshold"]), "meets_threshold": accuracy >= run_info["threshold"],

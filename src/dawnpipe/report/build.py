@@ -21,6 +21,7 @@ import pandas as pd
 from dawnpipe import leaderboard
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import read_json, write_csv, write_json, write_parquet, write_text
+from dawnpipe.report.frameworks import framework_comparison
 from dawnpipe.report.render import render_html
 from dawnpipe.runinfo import now_iso
 from dawnpipe.tasks import get_task
@@ -119,6 +120,7 @@ def run(args) -> int:
     board = leaderboard.build(rows, excluded)
     board["generated"] = now_iso()
     board["config"] = args.config_name
+    board["frameworks"] = framework_comparison(runs)
     table = runs_table(runs)
     html = render_html(board, runs, stability, config_name=args.config_name)
     write_parquet(args.table, table)

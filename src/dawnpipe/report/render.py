@@ -61,6 +61,7 @@ SECTIONS = [
     ("sections/stability.html.j2", lambda ctx: bool(ctx["stability"])),
     ("sections/utilization.html.j2", lambda ctx: bool(ctx["energy"])),
     ("sections/sensitivity.html.j2", lambda ctx: bool(ctx["sensitivity"])),
+    ("sections/frameworks.html.j2", lambda ctx: bool(ctx["board"].get("frameworks"))),
     ("sections/runs.html.j2", lambda ctx: bool(ctx["runs"])),
 ]
 

@@ -108,7 +108,8 @@ def device_peak(environment: dict[str, Any], telemetry: dict[str, Any] | None, p
     compute/memory None where unknown."""
     device = str(environment.get("device", "cpu"))
     if device.startswith("cuda"):
-        gpus = environment.get("gpus") or []
+        # NVML's names are the hardware's; a framework's may be logical ("/device:GPU:0" in TensorFlow)
+        gpus = [d["name"] for d in (telemetry or {}).get("devices", []) if d.get("kind") == "gpu"] or environment.get("gpus") or []
         count = int(environment.get("world_size") or 1)
         name = gpus[0] if gpus else "unknown GPU"
         row = gpu_peak(name)
