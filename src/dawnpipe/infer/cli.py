@@ -21,7 +21,8 @@ import numpy as np
 import pandas as pd
 
 from dawnpipe import telemetry
-from dawnpipe.data.loader import ShardedArray, load_split
+from dawnpipe.argtypes import optional_int
+from dawnpipe.data.loader import ShardedArray, load_split, prepared_dir
 from dawnpipe.fileio import read_json, write_json, write_parquet
 from dawnpipe.infer.latency import latency_stats
 from dawnpipe.prices import load_prices, price_per_hour
@@ -49,19 +50,20 @@ def time_items(predict, images: np.ndarray, labels: np.ndarray, warmup: int, des
 def configure(p) -> None:
     p.add_argument("--checkpoint", required=True, type=Path, help="model.pt written by the train stage")
     p.add_argument("--run-json", required=True, type=Path, help="the run's run.json (entry, threshold, hardware)")
-    p.add_argument("--data", required=True, type=Path, help="prepared data directory")
+    p.add_argument("--data", required=True, type=Path, help="prepared data directory, or a directory of them named by task")
     p.add_argument("--prices", required=True, type=Path, help="price table (config/prices.yaml)")
     p.add_argument("--out", required=True, type=Path, help="output: latency summary JSON")
     p.add_argument("--items-parquet", required=True, type=Path, help="output: per-item latencies (Parquet)")
     p.add_argument("--threads", type=int, default=1, help="CPU threads of the framework (recorded; default 1)")
     p.add_argument("--warmup", type=int, default=50, help="untimed warm-up items before timing (default 50)")
-    p.add_argument("--limit", type=int, help="answer only the first N items (demo/test configs)")
+    p.add_argument("--limit", type=optional_int, help="answer only the first N items (demo/test configs; null = all)")
     p.add_argument("--telemetry", type=Path, help="output: hardware samples while answering, Parquet (default: none)")
     p.add_argument("--telemetry-interval", type=float, default=1.0, help="seconds between hardware samples (default 1)")
 
 
 def run(args) -> int:
     run_info = read_json(args.run_json)
+    args.data = prepared_dir(args.data, run_info["task"])
     if get_task(run_info["task"]).data.get("kind") == "squad":  # questions with paragraphs, not images
         from dawnpipe.infer.squad_predictor import run as run_squad
 

@@ -23,6 +23,7 @@ from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import read_json, write_csv, write_json, write_parquet, write_text
 from dawnpipe.report.frameworks import framework_comparison
 from dawnpipe.report.render import render_html
+from dawnpipe.runfiles import files_under, run_dirs
 from dawnpipe.runinfo import now_iso
 from dawnpipe.tasks import get_task
 
@@ -104,8 +105,8 @@ def runs_table(runs: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def configure(p) -> None:
-    p.add_argument("--runs", nargs="+", required=True, type=Path, help="run directories (results/runs/<entry>/seed<k>)")
-    p.add_argument("--stability", nargs="*", default=[], type=Path, help="stability JSON of each entry")
+    p.add_argument("--runs", nargs="+", required=True, type=Path, help="run directories (results/runs/<entry>/seed<k>), or directories holding them")
+    p.add_argument("--stability", nargs="*", default=[], type=Path, help="stability JSON of each entry, or directories holding them")
     p.add_argument("--config-name", default="", help="the configuration the runs came from (shown in the page)")
     p.add_argument("--json", required=True, type=Path, help="output: leaderboard JSON")
     p.add_argument("--html", required=True, type=Path, help="output: self-contained leaderboard HTML")
@@ -114,8 +115,8 @@ def configure(p) -> None:
 
 
 def run(args) -> int:
-    runs = [load_run(d) for d in args.runs]
-    stability = [read_json(p) for p in args.stability]
+    runs = [load_run(d) for d in run_dirs(args.runs)]
+    stability = [read_json(p) for p in files_under(args.stability, "*.json")]
     rows, excluded = objective_rows(runs)
     board = leaderboard.build(rows, excluded)
     board["generated"] = now_iso()
