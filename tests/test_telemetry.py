@@ -103,14 +103,17 @@ def test_an_error_inside_a_tick_ends_sampling_not_the_run(tmp_path):
 
 
 def test_train_cli_failure_leaves_no_telemetry_output(tmp_path):
-    """The real train stage failing inside the sampling block (no prepared
-    data): exit 1, no declared telemetry file, the samples in the work dir."""
-    run = tmp_path / "run"
-    proc = run_cli("train", "--entry", "config/entries/fastnet.yaml", "--seed", "0", "--data", str(tmp_path / "missing"),
+    """The real train stage failing inside the sampling block (prepared data
+    whose manifest lists no splits): exit 1, no declared telemetry file, the
+    samples in the work dir."""
+    run, data = tmp_path / "run", tmp_path / "prepared"
+    data.mkdir()
+    (data / "manifest.json").write_text(json.dumps({"task": "fashion-mnist", "splits": {}}))
+    proc = run_cli("train", "--entry", "config/entries/fastnet.yaml", "--seed", "0", "--data", str(data),
                    "--tsv", str(run / "train.tsv"), "--log-parquet", str(run / "train.parquet"), "--checkpoint", str(run / "model.pt"),
                    "--run-json", str(run / "run.json"), "--work-dir", str(run / ".work"), "--telemetry-interval", "0.05")
     assert proc.returncode == 1, proc.stderr
-    assert "manifest.json" in proc.stderr and "Traceback" not in proc.stderr
+    assert "no split 'train'" in proc.stderr and "Traceback" not in proc.stderr
     assert not (run / "telemetry.parquet").exists()
     assert (run / ".work" / "telemetry.partial.parquet").is_file()
 

@@ -115,6 +115,10 @@ def test_sensitivity_cli_by_hand(tmp_path):
     run_cli("sensitivity", "--tsv", str(tsv), "--run-json", str(run_json), "--out", str(out), "--ladder", "90", "91.5", "92", check=True)
     rec = json.loads(out.read_text())
     assert [(r["threshold"], r["epoch"]) for r in rec["rungs"]] == [(90.0, 2.0), (91.5, 5.0), (92.0, 5.0), (93.0, None)]
+    # the config's per-task mapping, as Snakemake and DVC pass it: only the run's task counts
+    run_cli("sensitivity", "--tsv", str(tsv), "--run-json", str(run_json), "--out", str(out),
+            "--fashion-mnist", "90", "91", "--cifar10", "50", check=True)
+    assert [r["threshold"] for r in json.loads(out.read_text())["rungs"]] == [90.0, 91.0, 93.0]
     bad = run_cli("sensitivity", "--tsv", str(tsv), "--run-json", str(run_json), "--out", str(out), "--ladder", "120")
     assert bad.returncode == 1 and "120" in bad.stderr and "Traceback" not in bad.stderr
 

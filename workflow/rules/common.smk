@@ -109,9 +109,10 @@ def get_flops_hash(wildcards):
 
 
 def get_sensitivity_args(wildcards):
-    """--ladder from the config's sensitivity_ladders, else nothing (the task's own ladder)."""
-    ladder = config.get("sensitivity_ladders", {}).get(ENTRIES[wildcards.entry]["task"])
-    return "--ladder " + " ".join(f"{t:g}" for t in ladder) if ladder else ""
+    """The config's sensitivity_ladders as `--<task> T1 T2 ...` (DVC's form of
+    the same mapping); the command uses its run's task, else the task's ladder."""
+    ladders = config.get("sensitivity_ladders", {})
+    return " ".join(f"--{task} " + " ".join(f"{float(t)!r}" for t in ladder) for task, ladder in ladders.items())
 
 
 def get_infer_args(wildcards):

@@ -98,10 +98,10 @@ def count_entry(entry: dict[str, Any], data: Path) -> dict[str, Any]:
         return {**record, "counted": False, "reason": f"FLOPs are counted for image-classification entries; {entry['task']} items are not images"}
     import torch
 
-    from dawnpipe.data.loader import load_split
+    from dawnpipe.data.loader import load_split, prepared_dir
     from dawnpipe.models.torch_zoo import build_model
 
-    split = load_split(data, "train", 1)
+    split = load_split(prepared_dir(data, entry["task"]), "train", 1)
     shape = tuple(split.images.shape[1:])
     if len(shape) not in (2, 3):
         return {**record, "counted": False, "reason": f"{data}: items of shape {list(shape)} are not images"}
@@ -133,7 +133,7 @@ def count_entry(entry: dict[str, Any], data: Path) -> dict[str, Any]:
 
 def configure(p) -> None:
     p.add_argument("--entry", required=True, type=Path, help="entry YAML (config/entries/<id>.yaml)")
-    p.add_argument("--data", required=True, type=Path, help="prepared data of the entry's task (item shape, classes)")
+    p.add_argument("--data", required=True, type=Path, help="prepared data of the entry's task, or a directory of prepared sets (item shape, classes)")
     p.add_argument("--out", required=True, type=Path, help="output JSON")
 
 

@@ -2,10 +2,11 @@
 
     python -m dawnpipe sensitivity --tsv results/runs/E/seed0/train.tsv \\
         --run-json results/runs/E/seed0/run.json --out results/runs/E/seed0/sensitivity.json \\
-        [--ladder 90 91 92]
+        [--ladder 90 91 92 | --fashion-mnist 90 91 92 --cifar10 91 92 93]
 
 The ladder comes from the task (``metric.sensitivity_ladder`` in
-``tasks/<task>.yaml``) unless ``--ladder`` replaces it; the official
+``tasks/<task>.yaml``) unless ``--ladder`` or the run's own ``--<task>``
+(the config's ``sensitivity_ladders`` as Snakemake and DVC pass it) replaces it; the official
 threshold and the run's own are always on it. Each rung is recomputed from
 the TSV with ``dawnpipe.tta.time_to_accuracy``, the same rule as the training
 objective. A rung a run did not reach is "not reached" only when the run had
@@ -18,6 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
+from dawnpipe.argtypes import add_task_options, task_option
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import read_json, write_json
 from dawnpipe.tasks import get_task
@@ -78,10 +80,12 @@ def configure(p) -> None:
     p.add_argument("--run-json", required=True, type=Path, help="the run's run.json (task, thresholds, whether it stopped early)")
     p.add_argument("--out", required=True, type=Path, help="output JSON")
     p.add_argument("--ladder", type=float, nargs="+", help="thresholds to evaluate (default: the task's ladder)")
+    add_task_options(p, what="sensitivity ladder", dest="ladder_for", type=float, metavar="THRESHOLD", nargs="+")
 
 
 def run(args) -> int:
-    record = sensitivity(args.tsv, args.run_json, args.ladder)
+    ladder = args.ladder or task_option(args, "ladder_for", read_json(args.run_json)["task"])
+    record = sensitivity(args.tsv, args.run_json, ladder)
     write_json(args.out, record)
     parts = [f"{r['threshold']:g}: " + (f"{r['hours'] * 3600:.1f} s (epoch {r['epoch']:g})" if r["status"] == REACHED else r["status"])
              for r in record["rungs"]]
