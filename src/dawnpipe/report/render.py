@@ -12,6 +12,7 @@ import jinja2
 
 from dawnpipe.display import format_hours, format_ms, format_usd
 from dawnpipe.leaderboard import OBJECTIVES
+from dawnpipe.report import telemetry_sections
 from dawnpipe.report.svg import line_chart
 from dawnpipe.tasks import all_tasks
 
@@ -58,6 +59,8 @@ def curves_by_task(runs: list[dict[str, Any]]) -> dict[str, Any]:
 SECTIONS = [
     ("sections/excluded.html.j2", lambda ctx: bool(ctx["board"]["excluded"])),
     ("sections/stability.html.j2", lambda ctx: bool(ctx["stability"])),
+    ("sections/utilization.html.j2", lambda ctx: bool(ctx["energy"])),
+    ("sections/sensitivity.html.j2", lambda ctx: bool(ctx["sensitivity"])),
     ("sections/frameworks.html.j2", lambda ctx: bool(ctx["board"].get("frameworks"))),
     ("sections/runs.html.j2", lambda ctx: bool(ctx["runs"])),
 ]
@@ -72,5 +75,6 @@ def render_html(board: dict[str, Any], runs: list[dict[str, Any]], stability: li
         curves=curves_by_task(runs), config_name=config_name, machine=runs[0]["run"]["environment"] if runs else {},
         demo=any(t["demo_threshold"] for t in tables if t["rows"]) or any(r["run"]["demo_threshold"] for r in runs),
     )
+    ctx.update(telemetry_sections.context(runs))
     ctx["sections"] = [{"template": name} for name, wanted in SECTIONS if wanted(ctx)]
     return _env().get_template("leaderboard.html.j2").render(**ctx)
