@@ -167,6 +167,8 @@ def meaning(command: str, args: argparse.Namespace, repo: Path, config: dict, ou
         a["settings"] = settings_from_args(argparse.Namespace(**{**vars(args), "entry": repo / args.entry}))
         del a["threshold"], a["threads"]
         a["data"] = _task_data(args.data, entry_task)
+    elif command == "flops":
+        a["data"] = _task_data(args.data, load_entry(repo / args.entry)["task"])
     elif command == "infer":
         entry_id = Path(args.run_json).parts[-3]
         a["data"] = _task_data(args.data, load_entry(repo / config["entries_dir"] / f"{entry_id}.yaml")["task"])
@@ -251,7 +253,9 @@ def built(tmp_path_factory, fashion_mnist_source):
 def test_repro_runs_every_stage_once_and_writes_every_output(built):
     names = run(built.repo, built.env, "dvc", "stage", "list", "--name-only").stdout.split()
     ran = stages_run(built.first)
-    assert sorted(ran) == sorted(names) and len(names) == 2 + 2 * 3 + 2 + 1 + 1  # ... + export_submissions + report
+    # fetch, prepare; per run train, extract, infer, utilization, sensitivity; per entry flops, stability;
+    # export_submissions; report
+    assert sorted(ran) == sorted(names) and len(names) == 2 + 2 * 5 + 2 * 2 + 1 + 1
     assert ran.index("report") == len(ran) - 1
     files = tracked_files(built.repo)
     for entry in built.config["entries"]:

@@ -95,6 +95,26 @@ def get_train_args(wildcards):
     return " ".join(args)
 
 
+def get_telemetry_interval(wildcards):
+    return float(config.get("telemetry", {}).get("interval_s", 1.0))
+
+
+def get_flops_hash(wildcards):
+    """What a FLOP count depends on: the network, its input and the step's
+    batch, precision and memory format; not the optimizer or the schedule."""
+    entry = ENTRIES[wildcards.entry]
+    hp = entry["hyperparameters"]
+    return config_hash({k: entry[k] for k in ("task", "framework", "model", "model_args")}
+                       | {k: hp[k] for k in ("batch_size", "precision", "channels_last")})
+
+
+def get_sensitivity_args(wildcards):
+    """The config's sensitivity_ladders as `--<task> T1 T2 ...` (DVC's form of
+    the same mapping); the command uses its run's task, else the task's ladder."""
+    ladders = config.get("sensitivity_ladders", {})
+    return " ".join(f"--{task} " + " ".join(f"{float(t)!r}" for t in ladder) for task, ladder in ladders.items())
+
+
 def get_infer_args(wildcards):
     return f"--limit {config['test_limit']}" if config["test_limit"] else ""
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from dawnpipe import telemetry
 from dawnpipe.argtypes import optional_int
 from dawnpipe.data.loader import ShardedArray, load_split, prepared_dir
 from dawnpipe.fileio import read_json, write_json, write_parquet
@@ -56,6 +57,8 @@ def configure(p) -> None:
     p.add_argument("--threads", type=int, default=1, help="CPU threads of the framework (recorded; default 1)")
     p.add_argument("--warmup", type=int, default=50, help="untimed warm-up items before timing (default 50)")
     p.add_argument("--limit", type=optional_int, help="answer only the first N items (demo/test configs; null = all)")
+    p.add_argument("--telemetry", type=Path, help="output: hardware samples while answering, Parquet (default: none)")
+    p.add_argument("--telemetry-interval", type=float, default=1.0, help="seconds between hardware samples (default 1)")
 
 
 def run(args) -> int:
@@ -64,7 +67,8 @@ def run(args) -> int:
     if get_task(run_info["task"]).data.get("kind") == "squad":  # questions with paragraphs, not images
         from dawnpipe.infer.squad_predictor import run as run_squad
 
-        return run_squad(args, run_info)
+        with telemetry.sampling(args.telemetry, args.telemetry_interval if args.telemetry else 0):  # the whole SQuAD stage
+            return run_squad(args, run_info)
     task = get_task(run_info["task"])
     split = load_split(args.data, "test", args.limit)
     # sharded sets stay on disk: indexing one item reads it into memory before the clock starts
@@ -85,7 +89,8 @@ def run(args) -> int:
         torch.set_num_threads(args.threads)
         device = torch.device("cuda" if on_cuda and torch.cuda.is_available() else "cpu")
         predict, backend, threads = eager_predictor(load_checkpoint(args.checkpoint), device, topk=topk), "eager", torch.get_num_threads()
-    seconds, correct = time_items(predict, images, labels, args.warmup, f"infer {run_info['entry']} s{run_info['seed']}")
+    with telemetry.sampling(args.telemetry, args.telemetry_interval if args.telemetry else 0):
+        seconds, correct = time_items(predict, images, labels, args.warmup, f"infer {run_info['entry']} s{run_info['seed']}")
     accuracy = 100.0 * float(correct.mean())
     usd_per_hour = price_per_hour(load_prices(args.prices), run_info["hardware"])
     stats = latency_stats(seconds)

@@ -42,6 +42,8 @@ def load_run(run_dir: Path) -> dict[str, Any]:
         # every inference result (one per backend and thread count), latency.json first
         "latencies": [latency] + [read_json(p) for p in latency_files(run_dir) if p != run_dir / "latency.json"],
         "log": pd.read_parquet(run_dir / "train.parquet"),
+        **{name: read_json(run_dir / f"{name}.json") if (run_dir / f"{name}.json").is_file() else None
+           for name in ("utilization", "sensitivity")},  # optional: the analysis stages of issue 9
     }
 
 
@@ -65,8 +67,13 @@ def objective_rows(runs: list[dict[str, Any]]) -> tuple[list[dict], list[dict]]:
                          "epochs": tta["epochs_to_accuracy"], "wall_hours": tta["wall_time_to_accuracy_hours"]})
             if tta["cost_usd"] is not None:
                 rows.append({**common, "objective": "train_cost", "value": tta["cost_usd"]})
+            energy = (r.get("utilization") or {}).get("energy") or {}
+            if energy.get("energy_to_accuracy_j") is not None:  # shown only where measured
+                rows.append({**common, "objective": "train_energy", "value": energy["energy_to_accuracy_j"], "energy_source": energy["source"]})
         else:
-            excluded.append({"source": common["source"], "objectives": ["train_time", "train_cost"], "reason": tta["reason"]})
+            measured = ((r.get("utilization") or {}).get("energy") or {}).get("run_j") is not None
+            excluded.append({"source": common["source"], "objectives": ["train_time", "train_cost"] + (["train_energy"] if measured else []),
+                             "reason": tta["reason"]})
         for lat in r.get("latencies", [r["latency"]]):
             extra = {"backend": lat["backend"], "threads": lat["threads"], "accuracy": lat["accuracy"], "items": lat["items"]}
             if lat["meets_threshold"]:

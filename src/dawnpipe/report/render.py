@@ -12,6 +12,7 @@ import jinja2
 
 from dawnpipe.display import format_hours, format_ms, format_usd
 from dawnpipe.leaderboard import OBJECTIVES, task_order
+from dawnpipe.report import telemetry_sections
 from dawnpipe.report.svg import line_chart
 from dawnpipe.tasks import all_tasks
 
@@ -59,6 +60,8 @@ SECTIONS = [
     ("sections/excluded.html.j2", lambda ctx: bool(ctx["board"]["excluded"])),
     ("sections/audit.html.j2", lambda ctx: ctx["audit"] is not None),
     ("sections/stability.html.j2", lambda ctx: bool(ctx["stability"])),
+    ("sections/utilization.html.j2", lambda ctx: bool(ctx["energy"])),
+    ("sections/sensitivity.html.j2", lambda ctx: bool(ctx["sensitivity"])),
     ("sections/frameworks.html.j2", lambda ctx: bool(ctx["board"].get("frameworks"))),
     ("sections/runs.html.j2", lambda ctx: bool(ctx["runs"])),
 ]
@@ -77,6 +80,7 @@ def render_html(board: dict[str, Any], runs: list[dict[str, Any]], stability: li
         curves=curves_by_task(runs), config_name=config_name, machine=runs[0]["run"]["environment"] if runs else {},
         demo=any(t["demo_threshold"] for t in tables if t["rows"]) or any(r["run"]["demo_threshold"] for r in runs),
     )
+    ctx.update(telemetry_sections.context(runs))
     ctx["sections"] = [{"template": name} for name, wanted in SECTIONS if wanted(ctx)]
     return _env().get_template("leaderboard.html.j2").render(**ctx)
 
