@@ -6,13 +6,14 @@
 
 rule flops:
     input:
-        entry=get_entry_file,
         data=get_prepared,
     output:
         "results/flops/{entry}.json",
     log:
         "results/logs/flops/{entry}.log",
     params:
+        # the entry file is a param, not an input: its comments must not rerun anything
+        entry=get_entry_file,
         counted=get_flops_hash,  # rerun trigger: what FLOPs depend on, not comments or the optimizer
     threads: 1
     resources:
@@ -21,7 +22,7 @@ rule flops:
     conda:
         get_train_env
     shell:
-        "python -m dawnpipe flops --entry {input.entry} --data {input.data} --out {output} > {log} 2>&1"
+        "python -m dawnpipe flops --entry {params.entry} --data {input.data} --out {output} > {log} 2>&1"
 
 
 rule utilization:
