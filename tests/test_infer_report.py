@@ -86,8 +86,8 @@ def test_latency_tables_show_backend_and_threads(page):
     assert [r["value"] for r in latency["rows"]] == sorted(r["value"] for r in latency["rows"])
     assert "<td>onnxruntime, 1 thr.</td>" in html
     # below the threshold: not ranked, listed with its accuracy
-    assert [e["source"] for e in board["excluded"]] == [f"runs/{EVIL}/seed0/latency/onnxruntime-int8"]
-    assert "89.00%" in board["excluded"][0]["reason"]
+    assert [e["source"] for e in board["excluded"]] == [f"runs/{EVIL}/seed0"]
+    assert "89.00% with backend onnxruntime-int8" in board["excluded"][0]["reason"]
 
 
 def test_page_has_a_distribution_per_result_and_a_scatter_per_task(page):

@@ -10,13 +10,15 @@ import yaml
 
 from conftest import copy_project, run_snakemake
 
-BACKENDS = ["eager", "onnxruntime"]  # config/test.yaml inference.backends
+BACKENDS = ["eager", "onnxruntime"]  # of config/test.yaml inference.backends, those for PyTorch entries
 
 
 @pytest.mark.slow
 def test_each_backend_of_each_run_is_its_own_result(test_workflow):
+    from dawnpipe.infer.backends import backends_for
+
     cfg = yaml.safe_load((test_workflow / "config/test.yaml").read_text())
-    assert cfg["inference"]["backends"] == BACKENDS
+    assert backends_for("pytorch", "image", cfg["inference"]["backends"]) == BACKENDS
     for entry in cfg["entries"]:
         for seed in cfg["seeds"]:
             run = test_workflow / f"results/runs/{entry}/seed{seed}"
@@ -34,7 +36,9 @@ def test_each_backend_of_each_run_is_its_own_result(test_workflow):
             assert headline["backend"] == min(ranked, key=ranked.get)  # the fastest at the threshold
             assert [t["backend"] for t in headline["backends_timed"]] == sorted(means, key=lambda b: means[b][0])
             log = (test_workflow / f"results/logs/infer/{entry}/seed{seed}.log").read_text()
-            assert all(f"{entry} seed {seed} {b}: mean" in log for b in BACKENDS)
+            assert all(f"{entry} seed {seed} {b}: mean" in log for b in BACKENDS) and "skipping tf-function" in log
+            assert (run / "inference_telemetry.parquet").is_file()
+            assert all((run / f"latency/{b}.telemetry.parquet").is_file() for b in BACKENDS)
     board = json.loads((test_workflow / "results/leaderboard.json").read_text())
     inference = [row for t in board["objectives"] if t["objective"].startswith("inference") for row in t["rows"]]
     assert inference and all(row["backend"] in BACKENDS and row["threads"] == 1 for row in inference)

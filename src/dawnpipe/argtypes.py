@@ -46,7 +46,7 @@ def add_flag(parser, name: str, help: str) -> None:
     parser.add_argument(name, nargs="?", const=True, default=False, type=boolean, metavar="BOOL", help=help)
 
 
-def add_task_options(parser, *, what: str, dest: str, type: Callable[[str], Any], metavar: str) -> None:
+def add_task_options(parser, *, what: str, dest: str, type: Callable[[str], Any], metavar: str, nargs: str | None = None) -> None:
     """``--<task> VALUE`` for every known task: a config mapping task -> value
     (what DVC's dict unpacking writes). The command uses its own task's value."""
     from dawnpipe.tasks import all_tasks
@@ -54,7 +54,7 @@ def add_task_options(parser, *, what: str, dest: str, type: Callable[[str], Any]
     group = parser.add_argument_group(
         f"{what} by task", f"the config's per-task mapping as '--<task> {metavar}' pairs; only this run's task is used")
     for name in all_tasks():
-        group.add_argument(f"--{name}", dest=_task_dest(dest, name), type=type, metavar=metavar, help=f"{what} for {name}")
+        group.add_argument(f"--{name}", dest=_task_dest(dest, name), type=type, metavar=metavar, nargs=nargs, help=f"{what} for {name}")
 
 
 def task_option(args, dest: str, task: str) -> Any:

@@ -1,10 +1,12 @@
-"""Find run results below directories.
+"""Find run results below directories, and the result files of one run.
 
 Snakemake names every input file of an aggregate stage (it expands the
 config's entries x seeds); DVC cannot (its templates interpolate scalars, not
 lists), so its stability and report stages name directories instead and the
 commands look inside: ``report --runs results/runs`` or
-``stability --entry E results/runs/E``.
+``stability --entry E results/runs/E``. The layout of one run directory
+(``latency_files``) is also here, shared by the report, the leaderboard and
+the export, so a new kind of result (another inference backend) is found by all.
 """
 
 from __future__ import annotations
@@ -43,3 +45,16 @@ def run_dirs(paths: Iterable[Path]) -> list[Path]:
             raise DawnpipeError(f"{path}: no run directory (with run.json) below this directory")
         found.extend(below)
     return found
+
+
+def latency_files(run_dir: Path) -> list[Path]:
+    """Every inference result of a run, each with its own ``backend`` and
+    ``threads``: ``latency/<backend>.json`` as the infer stage writes them
+    (``latency.json`` is then the run's headline, a copy of one of them, and
+    not counted twice); else ``latency.json`` and ``latency-<backend>[...].json``."""
+    run_dir = Path(run_dir)
+    found = sorted(p for p in run_dir.glob("latency/*.json") if p.is_file())
+    if found:
+        return found
+    found = [run_dir / "latency.json"] if (run_dir / "latency.json").is_file() else []
+    return found + sorted(p for p in run_dir.glob("latency-*.json") if p.is_file())

@@ -106,6 +106,26 @@ def get_train_args(wildcards):
     return " ".join(args)
 
 
+def get_telemetry_interval(wildcards):
+    return float(config.get("telemetry", {}).get("interval_s", 1.0))
+
+
+def get_flops_hash(wildcards):
+    """What a FLOP count depends on: the network, its input and the step's
+    batch, precision and memory format; not the optimizer or the schedule."""
+    entry = ENTRIES[wildcards.entry]
+    hp = entry["hyperparameters"]
+    return config_hash({k: entry[k] for k in ("task", "framework", "model", "model_args")}
+                       | {k: hp[k] for k in ("batch_size", "precision", "channels_last")})
+
+
+def get_sensitivity_args(wildcards):
+    """The config's sensitivity_ladders as `--<task> T1 T2 ...` (DVC's form of
+    the same mapping); the command uses its run's task, else the task's ladder."""
+    ladders = config.get("sensitivity_ladders", {})
+    return " ".join(f"--{task} " + " ".join(f"{float(t)!r}" for t in ladder) for task, ladder in ladders.items())
+
+
 def get_infer_args(wildcards):
     return f"--limit {config['test_limit']}" if config["test_limit"] else ""
 
@@ -176,3 +196,26 @@ def get_train_runtime(wildcards, attempt):
 
 def get_infer_runtime(wildcards, attempt):
     return 60 * attempt
+
+
+# Where `rule export_submissions` writes our runs as DAWNBench v1 submissions.
+EXPORT_DIR = "results/submissions"
+
+
+def is_own_export(path):
+    return os.path.normpath(path) == EXPORT_DIR
+
+
+def get_submission_inputs(wildcards):
+    """The report's submission inputs: our export as the directory its rule
+    makes; another directory as the files in it, so that a changed or added
+    submission reruns the report (a directory's own time stamp would not)."""
+    inputs = []
+    for d in config["submission_dirs"]:
+        if is_own_export(d) or not os.path.isdir(d):
+            inputs.append(d)  # made by a rule, or reported missing by Snakemake
+            continue
+        for root, dirs, files in os.walk(d):
+            dirs[:] = sorted(x for x in dirs if not x.startswith("."))
+            inputs += [os.path.join(root, f) for f in sorted(files) if not f.startswith(".")]
+    return inputs

@@ -18,6 +18,7 @@ rule infer:
         results=directory("results/runs/{entry}/seed{seed}/latency"),
         headline="results/runs/{entry}/seed{seed}/latency.json",
         per_item="results/runs/{entry}/seed{seed}/latency.parquet",
+        telemetry="results/runs/{entry}/seed{seed}/inference_telemetry.parquet",
     log:
         "results/logs/infer/{entry}/seed{seed}.log",
     benchmark:
@@ -29,6 +30,7 @@ rule infer:
         framework_threads=config["inference"]["threads"],
         # all of the config's (the command skips those not for this run), as DVC passes them
         backends=" ".join(config["inference"]["backends"]),
+        telemetry_interval=get_telemetry_interval,
     threads: get_timed_threads()
     resources:
         mem_mb=4000,
@@ -39,4 +41,5 @@ rule infer:
     shell:
         "python -m dawnpipe infer --checkpoint {input.checkpoint} --run-json {input.run} --data {input.data}"
         " --prices {input.prices} --out-dir {output.results} --out {output.headline} --items-parquet {output.per_item}"
-        " --threads {params.framework_threads} --warmup {params.warmup} --backends {params.backends} {params.args} 2>&1 | tee {log}"
+        " --threads {params.framework_threads} --warmup {params.warmup} --backends {params.backends} {params.args}"
+        " --telemetry {output.telemetry} --telemetry-interval {params.telemetry_interval} 2>&1 | tee {log}"

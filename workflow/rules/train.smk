@@ -12,6 +12,7 @@ rule train:
         parquet="results/runs/{entry}/seed{seed}/train.parquet",
         checkpoint="results/runs/{entry}/seed{seed}/model.pt",
         run="results/runs/{entry}/seed{seed}/run.json",
+        telemetry="results/runs/{entry}/seed{seed}/telemetry.parquet",
     log:
         "results/logs/train/{entry}/seed{seed}.log",
     benchmark:
@@ -21,6 +22,8 @@ rule train:
         settings_hash=get_run_settings_hash,  # rerun trigger: values, not comments
         args=get_train_args,
         work="results/.work/{entry}/seed{seed}",
+        # a new interval re-samples, which takes the run again: a deliberate rerun trigger
+        telemetry_interval=get_telemetry_interval,
     threads: get_timed_threads()
     resources:
         mem_mb=8000,
@@ -31,5 +34,5 @@ rule train:
     shell:
         "python -m dawnpipe train --entry {params.entry} --seed {wildcards.seed} --data {input.data}"
         " --tsv {output.tsv} --log-parquet {output.parquet} --checkpoint {output.checkpoint}"
-        " --run-json {output.run} --work-dir {params.work} --threads {threads} {params.args} 2>&1 | tee {log}"
-
+        " --run-json {output.run} --work-dir {params.work} --threads {threads} {params.args}"
+        " --telemetry {output.telemetry} --telemetry-interval {params.telemetry_interval} 2>&1 | tee {log}"

@@ -33,13 +33,15 @@ below the threshold, the result is kept but marked ``meets_threshold: false``
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
+from dawnpipe import telemetry
 from dawnpipe.argtypes import optional_int
 from dawnpipe.data.loader import prepared_dir
 from dawnpipe.errors import DawnpipeError, UsageError
-from dawnpipe.fileio import read_json, write_json, write_parquet
+from dawnpipe.fileio import atomic_path, read_json, write_json, write_parquet
 from dawnpipe.infer.backends import Backend, backends_for, default_backend, get_backend, load_backend, names
 from dawnpipe.infer.items import item_kind
 from dawnpipe.infer.result import latency_record
@@ -64,6 +66,9 @@ def configure(p) -> None:
     p.add_argument("--warmup", type=int, default=50, help="untimed warm-up items before timing (reported; default 50)")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto", help="where to answer (auto: CUDA when present)")
     p.add_argument("--limit", type=optional_int, help="answer only the first N items (demo/test configs; null = all)")
+    p.add_argument("--telemetry", type=Path, help="output: hardware samples while answering, Parquet (default: none; with "
+                   "--out-dir, those of the headline backend, each backend's as <backend>.telemetry.parquet beside its result)")
+    p.add_argument("--telemetry-interval", type=float, default=1.0, help="seconds between hardware samples (default 1; 0 = off)")
 
 
 def run(args) -> int:
@@ -97,23 +102,35 @@ def run(args) -> int:
     inference = kind.load(task, data, args.limit)
     results = []
     for name in chosen:
-        record, per_item = measure(get_backend(name, kind.name), args, run_info, task, kind, inference, usd_per_hour)
         if args.out_dir is None:
+            record, per_item = measure(get_backend(name, kind.name), args, run_info, task, kind, inference, usd_per_hour, args.telemetry)
             write_parquet(args.items_parquet, per_item)
             write_json(args.out, record)
         else:
             path = args.out_dir / f"{name}.json"
+            samples = telemetry_path(path) if args.telemetry else None
+            record, per_item = measure(get_backend(name, kind.name), args, run_info, task, kind, inference, usd_per_hour, samples)
             write_parquet(path.with_suffix(".parquet"), per_item)
             write_json(path, record)
             results.append((path, record))
     if args.out_dir is not None and args.out is not None:
         summary = write_headline(results, args.out, args.items_parquet)
+        if args.telemetry:
+            with atomic_path(args.telemetry) as tmp:
+                shutil.copyfile(telemetry_path(Path(summary["headline_of"])), tmp)
         print(f"infer: headline {summary['backend']} of {', '.join(chosen)} -> {args.out}")
     return 0
 
 
-def measure(backend: Backend, args, run_info: dict[str, Any], task, kind, inference, usd_per_hour) -> tuple[dict, Any]:
-    """Prepare, check, time and score one backend; print what it found."""
+def telemetry_path(result: Path) -> Path:
+    """Where the hardware samples of one backend's timed answers go, beside its result."""
+    return result.with_name(f"{result.stem}.telemetry.parquet")
+
+
+def measure(backend: Backend, args, run_info: dict[str, Any], task, kind, inference, usd_per_hour,
+            samples: Path | None) -> tuple[dict, Any]:
+    """Prepare, check, time and score one backend, sampling the hardware into
+    ``samples`` while it answers (when given); print what it found."""
     extra = {"calibration_items": kind.calibration_items(inference)} if backend.calibrates else {}
     topk = kind.topk(task)
     if topk > 1:
@@ -125,8 +142,9 @@ def measure(backend: Backend, args, run_info: dict[str, Any], task, kind, infere
           f"{predictor.threads} threads, {predictor.framework_version}"
           + (f"; outputs equal the checkpoint's on {check['items']} items (max |difference| {check['max_abs_diff']:.2g})" if check else ""),
           flush=True)
-    times = time_items(predictor.predict, inference.items, warmup=args.warmup, sync=predictor.sync,
-                       desc=f"infer {run_info['entry']} s{run_info['seed']} {backend.name}")
+    with telemetry.sampling(samples, args.telemetry_interval if samples else 0):
+        times = time_items(predictor.predict, inference.items, warmup=args.warmup, sync=predictor.sync,
+                           desc=f"infer {run_info['entry']} s{run_info['seed']} {backend.name}")
     scored = kind.score(task, times.answers, inference)
     record, per_item = latency_record(run_info=run_info, task=task, kind=kind, predictor=predictor, times=times, scored=scored,
                                       usd_per_hour=usd_per_hour, checkpoint=args.checkpoint, cpu_model=cpu_model(), measured=now_iso())

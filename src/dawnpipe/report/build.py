@@ -2,15 +2,14 @@
 table of every run (Parquet + CSV).
 
     python -m dawnpipe report --runs results/runs/E/seed0 results/runs/E/seed1 ... \\
-        --latency results/runs/E/seed0/latency/eager.json ... \\
         --stability results/stability/E.json ... --config-name config/config.yaml \\
         --json results/leaderboard.json --html results/leaderboard.html \\
         --table results/runs.parquet --csv results/runs.csv
 
 Each run directory holds run.json, train.parquet and time_to_accuracy.json;
 each inference result (one per backend) is latency/<backend>.json beside its
-per-item latency/<backend>.parquet (without --latency, those below each run
-directory are read). The JSON follows the shape of ``dawnpipe.leaderboard.build``.
+per-item latency/<backend>.parquet (``dawnpipe.runfiles.latency_files``). The
+JSON follows the shape of ``dawnpipe.leaderboard.build``.
 """
 
 from __future__ import annotations
@@ -26,8 +25,9 @@ from dawnpipe.fileio import read_json, write_csv, write_json, write_parquet, wri
 from dawnpipe.infer.summary import headline
 from dawnpipe.report.frameworks import framework_comparison
 from dawnpipe.report.render import render_html
-from dawnpipe.runfiles import files_under, run_dirs
+from dawnpipe.runfiles import files_under, latency_files, run_dirs
 from dawnpipe.runinfo import now_iso
+from dawnpipe.tasks import get_task
 
 
 def load_run(run_dir: Path) -> dict[str, Any]:
@@ -35,38 +35,24 @@ def load_run(run_dir: Path) -> dict[str, Any]:
     missing = [n for n in needed if not (run_dir / n).is_file()]
     if missing:
         raise DawnpipeError(f"{run_dir}: missing {', '.join(missing)} (did the train/extract stages run?)")
+    latencies = sorted((load_latency(p) for p in latency_files(run_dir)), key=lambda r: r["latency_mean_ms"])
     return {
         "dir": run_dir,
         "run": read_json(run_dir / "run.json"),
         "tta": read_json(run_dir / "time_to_accuracy.json"),
         "log": pd.read_parquet(run_dir / "train.parquet"),
-        "latencies": [],  # inference results, one per backend (attach_latencies)
-        "latency": None,  # the headline of them (dawnpipe.infer.summary.headline)
+        "latencies": latencies,  # every inference result, one per backend (fastest first)
+        "latency": headline(latencies),  # the run's headline among them (dawnpipe.infer.summary)
+        **{name: read_json(run_dir / f"{name}.json") if (run_dir / f"{name}.json").is_file() else None
+           for name in ("utilization", "sensitivity")},  # optional: the analysis stages of issue 9
     }
 
 
-def attach_latencies(runs: list[dict[str, Any]], paths: list[Path]) -> None:
-    """Give each run its inference results: ``paths`` (latency/<backend>.json,
-    each beside its .parquet), or when none are given those in each run's
-    latency/ directory (else its latency.json alone)."""
-    paths = list(paths)
-    if not paths:
-        for run in runs:
-            found = sorted((run["dir"] / "latency").glob("*.json"))
-            paths += found or ([run["dir"] / "latency.json"] if (run["dir"] / "latency.json").is_file() else [])
-    by_run = {(r["run"]["entry"], int(r["run"]["seed"])): r for r in runs}
-    for path in paths:
-        record = read_json(path)
-        key = (record.get("entry"), record.get("seed"))
-        if key not in by_run:
-            raise DawnpipeError(f"{path}: inference result of entry {key[0]!r} seed {key[1]!r}, which is none of the --runs")
-        per_item = Path(path).with_suffix(".parquet")
-        if not per_item.is_file():
-            raise DawnpipeError(f"{path}: its per-item latencies {per_item} are missing")
-        by_run[key]["latencies"].append({**record, "per_item_path": str(per_item)})
-    for run in runs:
-        run["latencies"].sort(key=lambda r: r["latency_mean_ms"])
-        run["latency"] = headline(run["latencies"])
+def load_latency(path: Path) -> dict[str, Any]:
+    """One inference result, with the path of its per-item table (None where
+    the tool that wrote it kept none: no distribution plot then)."""
+    per_item = Path(path).with_suffix(".parquet")
+    return {**read_json(path), "per_item_path": str(per_item) if per_item.is_file() else None}
 
 
 def run_source(run: dict[str, Any]) -> str:
@@ -82,15 +68,21 @@ def objective_rows(runs: list[dict[str, Any]]) -> tuple[list[dict], list[dict]]:
             "task": tta["task"], "threshold": tta["threshold"], "demo_threshold": tta["demo_threshold"],
             "model": info["model"], "hardware": info["hardware"], "framework": info["framework"],
             "timestamp": info["finished"][:10], "source": run_source(r), "entry": info["entry"], "seed": info["seed"],
+            "audit_anchor": f"run-{info['entry']}-{info['seed']}",
         }
         if tta["reached"]:
             rows.append({**common, "objective": "train_time", "value": tta["time_to_accuracy_hours"],
                          "epochs": tta["epochs_to_accuracy"], "wall_hours": tta["wall_time_to_accuracy_hours"]})
             if tta["cost_usd"] is not None:
                 rows.append({**common, "objective": "train_cost", "value": tta["cost_usd"]})
+            energy = (r.get("utilization") or {}).get("energy") or {}
+            if energy.get("energy_to_accuracy_j") is not None:  # shown only where measured
+                rows.append({**common, "objective": "train_energy", "value": energy["energy_to_accuracy_j"], "energy_source": energy["source"]})
         else:
-            excluded.append({"source": common["source"], "objectives": ["train_time", "train_cost"], "reason": tta["reason"]})
-        for lat in r["latencies"]:
+            measured = ((r.get("utilization") or {}).get("energy") or {}).get("run_j") is not None
+            excluded.append({"source": common["source"], "objectives": ["train_time", "train_cost"] + (["train_energy"] if measured else []),
+                             "reason": tta["reason"]})
+        for lat in r.get("latencies") or ([r["latency"]] if r.get("latency") else []):  # hand-made runs may hold only one
             rows_, excl = inference_rows(lat, common)
             rows += rows_
             excluded += excl
@@ -100,11 +92,14 @@ def objective_rows(runs: list[dict[str, Any]]) -> tuple[list[dict], list[dict]]:
 def inference_rows(lat: dict[str, Any], common: dict[str, Any]) -> tuple[list[dict], list[dict]]:
     """One inference result (one backend of one run): its latency and cost rows,
     or, below the threshold, its exclusion with the accuracy it reached."""
-    source = f"{common['source']}/latency/{lat['backend']}"
+    source = common["source"]  # the run; the row's backend and threads tell its results apart
     if not lat["meets_threshold"]:
-        return [], [{"source": source, "objectives": ["inference_latency", "inference_cost"], "reason": lat["reason"]}]
-    extra = {"backend": lat["backend"], "threads": lat["threads"], "device": lat["device"], "precision": lat["precision"],
-             "accuracy": lat["accuracy"], "items": lat["items"], "source": source}
+        task = get_task(common["task"])
+        reason = lat.get("reason") or (f"inference {lat['metric']} {task.format_metric(lat['accuracy'])} with backend {lat['backend']} "
+                                       f"< threshold {task.format_metric(lat['threshold'])}")
+        return [], [{"source": source, "objectives": ["inference_latency", "inference_cost"], "reason": reason}]
+    extra = {"backend": lat["backend"], "threads": lat["threads"], "device": lat.get("device"), "precision": lat.get("precision"),
+             "accuracy": lat["accuracy"], "items": lat["items"]}
     rows = [{**common, **extra, "objective": "inference_latency", "value": lat["latency_mean_ms"], "p50_ms": lat["latency_p50_ms"],
              "p90_ms": lat["latency_p90_ms"], "p99_ms": lat["latency_p99_ms"], "max_ms": lat["latency_max_ms"]}]
     if lat["cost_per_10k_usd"] is not None:
@@ -139,9 +134,10 @@ def runs_table(runs: list[dict[str, Any]]) -> pd.DataFrame:
 
 def configure(p) -> None:
     p.add_argument("--runs", nargs="+", required=True, type=Path, help="run directories (results/runs/<entry>/seed<k>), or directories holding them")
-    p.add_argument("--latency", nargs="*", default=[], type=Path, help="inference results (latency/<backend>.json); default: those in each run directory")
     p.add_argument("--stability", nargs="*", default=[], type=Path, help="stability JSON of each entry, or directories holding them")
     p.add_argument("--config-name", default="", help="the configuration the runs came from (shown in the page)")
+    p.add_argument("--submissions", nargs="*", default=[], type=Path, metavar="DIR",
+                   help="DAWNBench v1 submission directories to audit and rank with the runs (config: submission_dirs)")
     p.add_argument("--json", required=True, type=Path, help="output: leaderboard JSON")
     p.add_argument("--html", required=True, type=Path, help="output: self-contained leaderboard HTML")
     p.add_argument("--table", required=True, type=Path, help="output: all runs (Parquet)")
@@ -150,21 +146,36 @@ def configure(p) -> None:
 
 def run(args) -> int:
     runs = [load_run(d) for d in run_dirs(args.runs)]
-    attach_latencies(runs, args.latency)
     stability = [read_json(p) for p in files_under(args.stability, "*.json")]
     rows, excluded = objective_rows(runs)
-    board = leaderboard.build(rows, excluded)
+    report = _audit(args.submissions)
+    board = leaderboard.merge(rows, excluded, report, runs)
     board["generated"] = now_iso()
     board["config"] = args.config_name
     board["frameworks"] = framework_comparison(runs)
     table = runs_table(runs)
-    html = render_html(board, runs, stability, config_name=args.config_name)
+    html = render_html(board, runs, stability, config_name=args.config_name, audit=report)
     write_parquet(args.table, table)
     write_csv(args.csv, table)
     write_json(args.json, board)
     write_text(args.html, html)
     filled = sum(1 for t in board["objectives"] if t["rows"])
-    print(f"report: {len(runs)} runs, {filled} non-empty objective tables, {len(excluded)} exclusions -> {args.html}")
+    print(f"report: {len(runs)} runs, {len(report.submissions) if report else 0} submissions, {filled} non-empty objective tables, "
+          f"{len(board['excluded'])} exclusions -> {args.html}")
     return 0
+
+
+def _audit(dirs: list[Path]):
+    """The audit of the submission directories (None when there are none)."""
+    if not dirs:
+        return None
+    for d in dirs:
+        if not d.is_dir():
+            raise DawnpipeError(f"{d}: submission directory not found")
+    from dawnpipe.audit.cli import without_hypothesis_strategies
+    from dawnpipe.audit.core import audit
+
+    without_hypothesis_strategies()
+    return audit([str(d) for d in dirs])
 
 

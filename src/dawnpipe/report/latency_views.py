@@ -15,6 +15,8 @@ from dawnpipe.report.svg import histogram, scatter
 
 def latency_distribution(result: dict[str, Any]) -> Markup:
     """Histogram of one result's per-item latencies (its latency/<backend>.parquet)."""
+    if not result.get("per_item_path"):
+        return Markup('<p class="empty">no per-item latencies beside this result</p>')
     ms = pd.read_parquet(result["per_item_path"], columns=["latency_ms"])["latency_ms"].tolist()
     marks = [(name, result[f"latency_{name}_ms"]) for name in ("mean", "p50", "p90", "p99")]
     title = f"{result['entry']} s{result['seed']}: {result['backend']}, {result['threads']} thr., {result['items']} items"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from dawnpipe import telemetry
 from dawnpipe.argtypes import add_flag, add_task_options, optional_int, task_option
 from dawnpipe.data.loader import prepared_dir
 from dawnpipe.entries import config_hash, load_entry, run_settings
@@ -38,6 +39,8 @@ def configure(p) -> None:
     p.add_argument("--threads", type=int, help="CPU threads for the framework (default: its own choice)")
     p.add_argument("--no-resume", action="store_true", help="ignore saved per-epoch state and start from scratch")
     add_task_options(p, what="demo threshold", dest="threshold_for", type=float, metavar="VALUE")
+    p.add_argument("--telemetry", type=Path, help="output: hardware samples, Parquet (default: telemetry.parquet beside --run-json)")
+    p.add_argument("--telemetry-interval", type=float, default=1.0, help="seconds between hardware samples; 0 turns sampling off (default 1)")
 
 
 def trainer_for(entry: dict):
@@ -71,9 +74,13 @@ def run(args) -> int:
     work_dir.mkdir(parents=True, exist_ok=True)
     started = now_iso()
     Outputs, train = trainer_for(entry)
-    summary = train(settings, data, Outputs(args.tsv, args.log_parquet, args.checkpoint, args.run_json, work_dir),
-                    threads=args.threads, resume=not args.no_resume)
+    with telemetry.sampling(args.telemetry or args.run_json.parent / "telemetry.parquet", args.telemetry_interval,
+                            partial_path=work_dir / "telemetry.partial.parquet") as sampler:
+        summary = train(settings, data, Outputs(args.tsv, args.log_parquet, args.checkpoint, args.run_json, work_dir),
+                        threads=args.threads, resume=not args.no_resume)
     environment = {**base_environment(), **summary.pop("environment")}
+    telemetry_record = telemetry.run_record(sampler, args.telemetry_interval, framework=entry["framework"],
+                                            environment=environment, precision=entry["hyperparameters"]["precision"])
     write_json(args.run_json, {
         "entry": entry["id"], "seed": settings["seed"], "task": entry["task"], "framework": entry["framework"],
         "model": entry["model"], "hardware": entry["hardware"],
@@ -82,7 +89,7 @@ def run(args) -> int:
         "config_hash": config_hash(settings),
         "data_manifest_sha256": _manifest_hash(data),
         "started": started, "finished": now_iso(),
-        "result": summary, "environment": environment, "settings": settings,
+        "result": summary, "environment": environment, "settings": settings, "telemetry": telemetry_record,
     })
     shutil.rmtree(work_dir, ignore_errors=True)  # resume state is only for unfinished runs
     return 0

@@ -47,6 +47,7 @@ from dawnpipe.entries import config_hash
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import move_into_place
 from dawnpipe.tasks import get_task
+from dawnpipe.telemetry import mark_training_clock
 from dawnpipe.train.logbook import Logbook
 from dawnpipe.train.schedule import lr_at
 
@@ -292,6 +293,7 @@ def train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: in
           flush=True)
 
     wall_start = time.perf_counter() - wall_offset
+    mark_training_clock(wall_start)  # places the log's wall_hours on the telemetry samples
     stopped_early = False
     for epoch in range(start_epoch, hp["epochs"]):
         if logbook.reached_row is not None and settings["stop_at_threshold"]:  # resumed after reaching it

@@ -29,6 +29,7 @@ from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import atomic_path, move_into_place
 from dawnpipe.models.torch_zoo import build_model
 from dawnpipe.tasks import get_task
+from dawnpipe.telemetry import mark_training_clock
 from dawnpipe.train.data_source import device_images, epoch_batches, image_stats, random_resized_crop
 from dawnpipe.train.logbook import Logbook
 from dawnpipe.train.schedule import lr_at
@@ -216,6 +217,7 @@ def train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: in
           f"threshold {task.metric_column} >= {settings['threshold']:g}" + (" (demo threshold)" if settings["demo_threshold"] else ""))
 
     wall_start = time.perf_counter() - wall_offset
+    mark_training_clock(wall_start)  # places the log's wall_hours on the telemetry samples
     stopped_early = False
     for epoch in range(start_epoch, hp["epochs"]):
         if logbook.reached_row is not None and settings["stop_at_threshold"]:  # resumed after reaching it
