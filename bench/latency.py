@@ -28,18 +28,18 @@ checkpoint's threshold. The last line is
 `latency speedup over eager: <mean latency of eager / mean latency of the best>x`.
 
 Measured (2026-11-22) on a 2-core AMD EPYC VM (Zen 5: AVX-512 with VNNI and
-BF16) shared with other agents' jobs (load average 3-5 on 2 cores), torch
+BF16) shared with other agents' jobs (load average 1-5 on 2 cores), torch
 2.13.0+cpu, onnxruntime 1.31.1, one thread, 4 rounds, a FastNet checkpoint
 (widths 24/48/96/192, flip TTA, epoch 8 at 93.52% in training's bf16 eval);
-ms per item, two runs:
+ms per item, three runs:
 
-    backend            mean (run 1 / run 2)   p50 (run 1 / run 2)   accuracy
-    eager              1.4684 / 2.1865        1.3657 / 1.5184       93.49%
-    compile            -      / 2.1466        -      / 1.4960       93.49%
-    torchscript        1.5341 / 1.7177        1.1959 / 1.2177       93.49%
-    onnxruntime        0.8941 / 1.0374        0.7769 / 0.7806       93.49%
-    onnxruntime-int8   0.2768 / 0.3748        0.2630 / 0.2690       93.48%  (24 answers differ from eager's)
-    latency speedup over eager: 5.30x / 5.83x  (p50 ratio 5.19x / 5.64x)
+    backend            mean (runs 1 / 2 / 3)      p50 (runs 1 / 2 / 3)       accuracy
+    eager              1.4684 / 2.1865 / 1.6797   1.3657 / 1.5184 / 1.4834   93.49%
+    compile            -      / 2.1466 / 1.5817   -      / 1.4960 / 1.4164   93.49%
+    torchscript        1.5341 / 1.7177 / 1.4456   1.1959 / 1.2177 / 1.2736   93.49%
+    onnxruntime        0.8941 / 1.0374 / 0.9238   0.7769 / 0.7806 / 0.8491   93.49%
+    onnxruntime-int8   0.2768 / 0.3748 / 0.3180   0.2630 / 0.2690 / 0.2886   93.48%  (24 answers differ from eager's)
+    latency speedup over eager: 5.30x / 5.83x / 5.28x  (p50 ratio 5.19x / 5.64x / 5.14x)
 
 On a loaded machine the means carry the other jobs' time slices (p99 of
 about 5 ms in every backend); the p50s are the steadier comparison.
