@@ -30,7 +30,8 @@ checkpoint's threshold. The last line is
 Measured (2026-11-22) on a 2-core AMD EPYC VM (Zen 5: AVX-512 with VNNI and
 BF16) shared with other agents' jobs (load average 1-5 on 2 cores), torch
 2.13.0+cpu, onnxruntime 1.31.1, one thread, 4 rounds, a FastNet checkpoint
-(widths 24/48/96/192, flip TTA, epoch 8 at 93.52% in training's bf16 eval);
+(widths 24/48/96/192, flip TTA; trained with the entry's earlier 10-epoch budget,
+epoch 8 at 93.52% in training's bf16 eval);
 ms per item, three runs:
 
     backend            mean (runs 1 / 2 / 3)      p50 (runs 1 / 2 / 3)       accuracy
