@@ -13,7 +13,7 @@ rule fetch:
     threads: 1
     resources:
         mem_mb=1000,
-        runtime=60,
+        runtime=get_runtime(60),
     conda:
         "../../envs/report.yaml"
     shell:
@@ -30,7 +30,7 @@ rule prepare:
     threads: 1
     resources:
         mem_mb=4000,
-        runtime=30,
+        runtime=get_runtime(30),
     conda:
         "../../envs/report.yaml"
     shell:

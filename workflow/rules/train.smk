@@ -1,6 +1,9 @@
 # One training run per (entry, seed). Timed jobs take the whole machine
 # (threads: all cores) and the `timing` resource (1 in the profiles), so two
-# measurements never share the CPU.
+# measurements never share the CPU. A data-parallel entry (distributed: in the
+# entry) runs one process per GPU or per share of a node's cores: `dawnpipe
+# train` starts them itself, with torchrun locally and srun inside a Slurm job
+# (tasks/nodes/mpi below tell the Slurm plugin to allocate them).
 
 
 rule train:
@@ -21,11 +24,17 @@ rule train:
         settings_hash=get_run_settings_hash,  # rerun trigger: values, not comments
         args=get_train_args,
         work="results/.work/{entry}/seed{seed}",
-    threads: get_timed_threads()
+    threads: get_train_threads  # per process; a node's cores over its processes
     resources:
-        mem_mb=8000,
+        mem_mb=get_train_mem_mb,
         runtime=get_train_runtime,
         timing=1,
+        gpu=get_train_gpus,
+        cpus_per_gpu=get_train_cpus_per_gpu,
+        tasks_per_gpu=1,  # otherwise the plugin passes `tasks` as --ntasks-per-gpu
+        tasks=get_train_tasks,
+        nodes=get_train_nodes,
+        mpi=get_train_mpi,
     conda:
         get_train_env
     shell:

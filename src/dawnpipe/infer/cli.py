@@ -71,7 +71,7 @@ def run(args) -> int:
     predict = eager_predictor(load_checkpoint(args.checkpoint), device)
     seconds, correct = time_items(predict, images, labels, args.warmup, f"infer {run_info['entry']} s{run_info['seed']}")
     accuracy = 100.0 * float(correct.mean())
-    usd_per_hour = price_per_hour(load_prices(args.prices), run_info["hardware"])
+    usd_per_hour = price_per_hour(load_prices(args.prices), run_info.get("hardware_price_tag", run_info["hardware"]))  # one machine
     stats = latency_stats(seconds)
     record = {
         "entry": run_info["entry"], "seed": int(run_info["seed"]), "task": task.name, "model": run_info["model"],

@@ -13,6 +13,7 @@ import jinja2
 from dawnpipe.display import format_hours, format_ms, format_usd
 from dawnpipe.leaderboard import OBJECTIVES
 from dawnpipe.report.svg import line_chart
+from dawnpipe.scaling import wants_section as wants_scaling
 from dawnpipe.tasks import all_tasks
 
 
@@ -58,6 +59,7 @@ def curves_by_task(runs: list[dict[str, Any]]) -> dict[str, Any]:
 SECTIONS = [
     ("sections/excluded.html.j2", lambda ctx: bool(ctx["board"]["excluded"])),
     ("sections/stability.html.j2", lambda ctx: bool(ctx["stability"])),
+    ("sections/scaling.html.j2", wants_scaling),  # fills ctx["scaling"]
     ("sections/runs.html.j2", lambda ctx: bool(ctx["runs"])),
 ]
 
