@@ -148,3 +148,45 @@ def test_report_shows_scaling_against_world_size(runs):
     tta = json.loads((runs["ddp"] / "time_to_accuracy.json").read_text())
     assert tta["hardware"] == "local-cpu (2 processes)"
     assert tta["usd_per_hour"] == pytest.approx(0.10264)  # one node's price: the priced tag, not the display tag
+
+
+def test_scaling_entries_share_one_recipe():
+    """config/entries/fastnet-2proc.yaml is fastnet.yaml with a layout: if the
+    recipes drift apart, the report no longer puts them in one scaling study."""
+    from dawnpipe.entries import load_entry, run_settings
+    from dawnpipe.scaling import recipe_key
+
+    def key(name):
+        entry = load_entry(ROOT / "config" / "entries" / f"{name}.yaml")
+        settings = run_settings(entry, seed=0, threshold=91.0, official_threshold=93.0, train_limit=None, test_limit=None,
+                                stop_at_threshold=True)
+        return recipe_key({"settings": settings, "hardware": entry["hardware"]})
+
+    assert key("fastnet") == key("fastnet-2proc") != key("resnet20-dawn")
+
+
+def test_scaling_study_speedups_against_the_smallest_world_size():
+    import pandas as pd
+
+    from dawnpipe.scaling import studies
+
+    def run(entry, world, seed, epoch_seconds, tta_hours, model="fastnet"):
+        settings = {"entry": {"id": entry, "model": model, "hardware": "local-cpu", "distributed": {"processes_per_node": world}},
+                    "seed": seed, "threshold": 91.0}
+        return {"run": {"entry": entry, "seed": seed, "task": "fashion-mnist", "model": "fastnet", "hardware": "local-cpu",
+                        "hardware_price_tag": "local-cpu", "world_size": world, "threshold": 91.0, "demo_threshold": True,
+                        "settings": settings},
+                "log": pd.DataFrame({"epoch_train_seconds": epoch_seconds}),
+                "tta": {"reached": tta_hours is not None, "time_to_accuracy_hours": tta_hours, "epochs_to_accuracy": 3,
+                        "cost_usd": None}}
+
+    runs = [run("one", 1, 0, [10.0, 10.0], 0.01), run("one", 1, 1, [12.0, 12.0], 0.03),
+            run("four", 4, 0, [3.0, 3.0], 0.005), run("four", 4, 1, [3.0, 3.0], None),
+            run("alone", 1, 0, [1.0], 0.1, model="resnet20")]  # another recipe, one world size: no study
+    [study] = studies(runs)
+    one, four = study["points"]
+    assert (one["world_size"], four["world_size"]) == (1, 4) and study["entries"] == ["four", "one"]
+    assert one["epoch_seconds"] == 11.0 and four["epoch_seconds"] == 3.0
+    assert four["epoch_speedup"] == pytest.approx(11 / 3) and four["epoch_efficiency"] == pytest.approx(11 / 12)
+    assert four["reached_runs"] == 1 and four["tta_speedup"] == pytest.approx(0.02 / 0.005)
+    assert one["epoch_speedup"] == 1.0 and one["tta_efficiency"] == 1.0
