@@ -72,7 +72,7 @@ def test_distributed_tensorflow_entry_is_refused(tmp_path):
     entry = write_entry(tmp_path / "tf2.yaml", framework="tensorflow", distributed={"processes_per_node": 2})
     proc = run_cli(*train_args(entry, tmp_path / "none", tmp_path / "out"))
     assert proc.returncode == 1
-    assert "tf2.yaml: distributed: data-parallel training is implemented for pytorch entries only" in proc.stderr
+    assert "tf2.yaml: distributed: data-parallel training is implemented for the PyTorch image trainer only" in proc.stderr
 
 
 def test_several_nodes_without_slurm_is_a_clear_error(tmp_path):

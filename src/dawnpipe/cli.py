@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "infer": ("dawnpipe.infer.cli", "one-item-at-a-time inference latency and cost of a run"),
     "stability": ("dawnpipe.stability", "coefficient of variation of time-to-accuracy over seeds"),
     "report": ("dawnpipe.report.build", "leaderboard JSON, HTML and the table of all runs"),
+    "squad-eval": ("dawnpipe.squad.evaluate", "exact match and F1 of SQuAD v1.1 predictions, like the official script"),
 }
 
 

@@ -23,7 +23,8 @@ class _Lines:
         self._file.flush()
 
 
-def progress(iterable=None, *, total=None, desc: str = "", unit: str = "it", unit_scale: bool = False, file=None):
+def progress(iterable=None, *, total=None, desc: str = "", unit: str = "it", unit_scale: bool = False, file=None,
+             disable: bool = False):
     file = file or sys.stderr
     tty = hasattr(file, "isatty") and file.isatty()
     return tqdm(
@@ -37,4 +38,5 @@ def progress(iterable=None, *, total=None, desc: str = "", unit: str = "it", uni
         ascii=not tty,
         dynamic_ncols=tty,
         ncols=None if tty else 100,
+        disable=disable,
     )

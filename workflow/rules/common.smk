@@ -6,10 +6,11 @@ import sys
 from snakemake.utils import validate
 
 # Rules run `python -m dawnpipe`; make the package importable without installing
-# it (conda envs from envs/*.yaml hold only third-party packages).
+# it (conda envs from envs/*.yaml hold only third-party packages). Snakemake's
+# own prefix for bash is `set -euo pipefail;`, which replacing it must keep.
 SRC = os.path.join(workflow.basedir, "src")
 sys.path.insert(0, SRC)
-os.environ["PYTHONPATH"] = SRC + os.pathsep + os.environ.get("PYTHONPATH", "")
+shell.prefix(f"set -euo pipefail; export PYTHONPATH='{SRC}'${{{{PYTHONPATH:+:$PYTHONPATH}}}}; ")  # braces doubled twice: f-string, then Snakemake's format
 
 from dawnpipe.entries import config_hash, load_entry, run_settings  # noqa: E402
 from dawnpipe.errors import DawnpipeError  # noqa: E402
@@ -51,6 +52,21 @@ def get_prepared(wildcards):
 def get_data_source_arg(wildcards):
     source = config["data_sources"].get(wildcards.task)
     return f"--source {source}" if source else ""
+
+
+def get_data_checksums(wildcards):
+    """The --expect file of a task (an input, so editing it fetches again), or nothing."""
+    path = config["data_checksums"].get(wildcards.task)
+    return [path] if path else []
+
+
+def get_fetch_expect_arg(wildcards):
+    return " ".join(f"--expect {p}" for p in get_data_checksums(wildcards))
+
+
+def get_prepare_threads(wildcards):
+    """ImageNet decodes in parallel (one process per CPU it may use); the others need one."""
+    return max(1, workflow.cores or 1) if get_task(wildcards.task).data.get("kind") == "imagenet" else 1
 
 
 def get_run_settings_hash(wildcards):
@@ -95,8 +111,11 @@ def get_train_code(wildcards):
     """The package code a training run depends on: editing the trainer or a
     model retrains; editing the report does not."""
     pkg = os.path.join(SRC, "dawnpipe")
-    files = ["train/cli.py", "train/logbook.py", "train/schedule.py", "data/loader.py", "entries.py"]
-    files += ["train/tf_trainer.py", "models/tf_zoo.py"] if is_tensorflow(wildcards) else ["train/torch_trainer.py", "models/torch_zoo.py"]
+    files = ["train/cli.py", "train/logbook.py", "train/schedule.py", "train/data_source.py", "data/loader.py", "entries.py"]
+    files += ["train/tf_trainer.py", "models/tf_zoo.py"] if is_tensorflow(wildcards) else [
+        "train/torch_trainer.py", "models/torch_zoo.py", "train/distributed.py", "train/interruptions.py"]
+    if get_task(ENTRIES[wildcards.entry]["task"]).data.get("kind") == "squad":
+        files += ["train/squad_trainer.py", "models/squad_reader.py", "data/squad.py", "squad/text.py", "squad/evaluate.py"]
     return [os.path.relpath(os.path.join(pkg, f)) for f in files if os.path.exists(os.path.join(pkg, f))]
 
 

@@ -2,12 +2,15 @@
 
 
 rule fetch:
+    input:
+        get_data_checksums,
     output:
         directory("data/raw/{task}"),
     log:
         "results/logs/fetch/{task}.log",
     params:
         source=get_data_source_arg,
+        expect=get_fetch_expect_arg,
         # partial downloads survive a failed job here (the output dir does not)
         cache="data/.partial/{task}",
     threads: 1
@@ -17,7 +20,7 @@ rule fetch:
     conda:
         "../../envs/report.yaml"
     shell:
-        "python -m dawnpipe fetch {wildcards.task} --dest {output} --cache {params.cache} {params.source} 2>&1 | tee {log}"
+        "python -m dawnpipe fetch {wildcards.task} --dest {output} --cache {params.cache} {params.source} {params.expect} 2>&1 | tee {log}"
 
 
 rule prepare:
@@ -27,7 +30,7 @@ rule prepare:
         directory("data/prepared/{task}"),
     log:
         "results/logs/prepare/{task}.log",
-    threads: 1
+    threads: get_prepare_threads
     resources:
         mem_mb=4000,
         runtime=get_runtime(30),

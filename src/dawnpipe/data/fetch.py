@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import importlib
 import shutil
 import urllib.parse
 import zlib
@@ -29,9 +30,14 @@ from typing import Any
 import yaml
 
 from dawnpipe.data.download import download
+from dawnpipe.data.squad import fetch_squad
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import write_json
+from dawnpipe.progress import progress
 from dawnpipe.tasks import get_task
+
+
+BIG_FILE = 1 << 30  # bytes above which hashing shows a progress bar
 
 
 @dataclass(frozen=True)
@@ -43,21 +49,33 @@ class Check:
     reason: str = ""
 
 
-def content_check(path: Path, spec: dict[str, Any]) -> Check:
-    """Compare ``path`` with its spec (sha256 of content, length, md5 of the file)."""
+def content_check(path: Path, spec: dict[str, Any], name: str | None = None) -> Check:
+    """Compare ``path`` with its spec (sha256 of content, length, md5 of the file).
+    ``name`` is the file's real name when ``path`` is a temporary (``.part``)."""
     raw_md5 = hashlib.md5() if spec.get("md5") else None
     sha = hashlib.sha256()
     size = 0
+    raw = not (name or path.name).endswith(".gz") or spec.get("raw")
     try:
-        if raw_md5 is not None:
-            with open(path, "rb") as f:
-                while block := f.read(1 << 20):
-                    raw_md5.update(block)
-        opener = gzip.open if path.name.endswith(".gz") and not spec.get("raw") else open
-        with opener(path, "rb") as f:
-            while block := f.read(1 << 20):
-                sha.update(block)
-                size += len(block)
+        # archives of many GB (ImageNet) take minutes to hash: show progress for those
+        big = path.stat().st_size > BIG_FILE
+        with progress(total=path.stat().st_size if raw else None, desc=f"verify {name or path.name}",
+                      unit="B", unit_scale=True, disable=not big) as bar:
+            if raw_md5 is not None:
+                with open(path, "rb") as f:
+                    while block := f.read(1 << 20):
+                        raw_md5.update(block)
+                        if raw:  # one pass gives both digests
+                            sha.update(block)
+                            size += len(block)
+                        bar.update(len(block))
+            if not raw or raw_md5 is None:
+                opener = open if raw else gzip.open
+                with opener(path, "rb") as f:
+                    while block := f.read(1 << 20):
+                        sha.update(block)
+                        size += len(block)
+                        bar.update(len(block))
     except (EOFError, OSError, zlib.error) as e:  # truncated or corrupted gzip stream
         return Check(False, None, raw_md5.hexdigest() if raw_md5 else None, None, f"cannot be read: {e}")
     digest, md5 = sha.hexdigest(), raw_md5.hexdigest() if raw_md5 else None
@@ -128,7 +146,7 @@ def _fetch_one(name, spec, final: Path, cache: Path, local_dirs: list[Path], bas
     url = urllib.parse.urljoin(base_url, spec.get("url_name", name))
     for attempt in (1, 2):
         download(url, part)
-        check = content_check(part, spec)
+        check = content_check(part, spec, name)
         if check.ok:
             part.replace(final)
             print(f"fetch: {name}: downloaded from {url} (verified)")
@@ -155,6 +173,8 @@ def fetch(task_name: str, dest: Path, *, source: str | None = None, cache: Path 
             raise DawnpipeError(f"{expect}: expected a mapping with 'files: {{name: {{sha256, bytes}}}}'")
         spec_data["files"] = override["files"]
     cache = cache or dest.parent / f".{dest.name}.partial"
+    # fetch.json is the mark of a verified destination: gone until this run has verified everything
+    (dest / "fetch.json").unlink(missing_ok=True)
     kind = spec_data.get("kind")
     if kind not in FETCHERS:
         raise DawnpipeError(f"task {task_name}: no fetcher for data kind {kind!r} (known: {', '.join(FETCHERS)})")
@@ -168,8 +188,20 @@ def fetch_listed_files(spec_data: dict, dest: Path, cache: Path, source: str | N
     return fetch_files(spec_data["files"], dest, cache, source, spec_data)
 
 
+def lazy(module: str, name: str):
+    """A registry value that imports its module only when called (keeps Pillow & co. out of other kinds)."""
+    def call(*args):
+        return getattr(importlib.import_module(module), name)(*args)
+    return call
+
+
 # data kind (tasks/*.yaml `data.kind`) -> function(spec_data, dest, cache, source) -> record of files
-FETCHERS = {"idx": fetch_listed_files}
+FETCHERS = {
+    "idx": fetch_listed_files,
+    "squad": fetch_squad,
+    "cifar10-python": fetch_listed_files,  # one tarball, verified by its published MD5; prepare reads it in place
+    "imagenet": lazy("dawnpipe.data.imagenet", "fetch_imagenet"),
+}
 
 
 def configure(p) -> None:

@@ -11,11 +11,62 @@ from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import read_json
 
 
+class ShardedArray:
+    """uint8 N x H x W x C images kept in several memory-mapped ``.npy`` shards
+    (format npy-uint8-shards: ImageNet-sized sets never sit in memory whole).
+    Indexing with an int, a slice or an index array returns an ordinary
+    in-memory array, so the pages are read before the caller's clock starts."""
+
+    def __init__(self, shards: list[np.ndarray]):
+        self.shards = shards
+        self.starts = np.cumsum([0] + [len(s) for s in shards])
+        self.shape = (int(self.starts[-1]), *shards[0].shape[1:])
+        self.dtype = shards[0].dtype
+        self.ndim = len(self.shape)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def prefix(self, n: int) -> "ShardedArray":
+        if n >= len(self):
+            return self
+        k = int(np.searchsorted(self.starts, n, side="left"))  # shards needed to hold n items
+        parts = self.shards[:k]
+        if k and self.starts[k] > n:
+            parts = [*parts[:-1], parts[-1][: n - self.starts[k - 1]]]
+        return ShardedArray(parts or [self.shards[0][:0]])
+
+    def __getitem__(self, index):
+        if isinstance(index, (int, np.integer)):
+            i = int(index) + (len(self) if index < 0 else 0)
+            k = int(np.searchsorted(self.starts, i, side="right")) - 1
+            return np.array(self.shards[k][i - self.starts[k]])
+        if isinstance(index, slice):
+            index = np.arange(*index.indices(len(self)))
+        return self.take(np.asarray(index))
+
+    def take(self, index: np.ndarray) -> np.ndarray:
+        """Items at ``index`` (any order), gathered shard by shard in sorted order for locality."""
+        out = np.empty((len(index), *self.shape[1:]), dtype=self.dtype)
+        shard_of = np.searchsorted(self.starts, index, side="right") - 1
+        for k in np.unique(shard_of):
+            where = np.nonzero(shard_of == k)[0]
+            local = index[where] - self.starts[k]
+            order = np.argsort(local, kind="stable")
+            out[where[order]] = self.shards[k][local[order]]
+        return out
+
+    def __array__(self, dtype=None, copy=None):
+        whole = self.take(np.arange(len(self)))
+        return whole if dtype is None else whole.astype(dtype)
+
+
 @dataclass(frozen=True)
 class Split:
-    images: np.ndarray  # uint8, N x H x W (grey) or N x H x W x C
-    labels: np.ndarray  # uint8 class ids
+    images: np.ndarray | ShardedArray  # uint8, N x H x W (grey) or N x H x W x C
+    labels: np.ndarray  # integer class ids (uint8; int16 beyond 256 classes)
     classes: list[str]
+    stats: dict | None = None  # per-channel mean/std of pixel/255 where prepare computed them
 
 
 def load_split(prepared: Path, split: str, limit: int | None = None) -> Split:
@@ -26,11 +77,30 @@ def load_split(prepared: Path, split: str, limit: int | None = None) -> Split:
     if split not in manifest.get("splits", {}):
         raise DawnpipeError(f"{prepared / 'manifest.json'}: no split {split!r}")
     entry = manifest["splits"][split]
-    images = np.load(prepared / entry["images"]["file"], mmap_mode="r")
+    if "shards" in entry["images"]:
+        images = _load_shards(prepared, entry["images"])
+    else:
+        images = np.load(prepared / entry["images"]["file"], mmap_mode="r")
     labels = np.load(prepared / entry["labels"]["file"], mmap_mode="r")
     for name, arr in (("images", images), ("labels", labels)):
         if list(arr.shape) != entry[name]["shape"]:
-            raise DawnpipeError(f"{prepared / entry[name]['file']}: shape {list(arr.shape)} disagrees with manifest.json ({entry[name]['shape']})")
+            where = entry[name].get("file", f"the shards of {split}")
+            raise DawnpipeError(f"{prepared / where}: shape {list(arr.shape)} disagrees with manifest.json ({entry[name]['shape']})")
     if limit is not None:
-        images, labels = images[:limit], labels[:limit]
-    return Split(images=images, labels=labels, classes=manifest["classes"])
+        images = images.prefix(limit) if isinstance(images, ShardedArray) else images[:limit]
+        labels = labels[:limit]
+    stats = {"mean": entry["mean"], "std": entry["std"]} if "mean" in entry else None
+    return Split(images=images, labels=labels, classes=manifest["classes"], stats=stats)
+
+
+def _load_shards(prepared: Path, spec: dict) -> ShardedArray:
+    shards = []
+    for shard in spec["shards"]:
+        arr = np.load(prepared / shard["file"], mmap_mode="r")
+        if len(arr) != shard["items"] or list(arr.shape[1:]) != spec["shape"][1:]:
+            raise DawnpipeError(f"{prepared / shard['file']}: shape {list(arr.shape)} disagrees with manifest.json "
+                                f"({shard['items']} items of {spec['shape'][1:]})")
+        shards.append(arr)
+    if not shards:
+        raise DawnpipeError(f"{prepared / 'manifest.json'}: a split without shards")
+    return ShardedArray(shards)

@@ -15,7 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
+from dawnpipe.data.fetch import lazy
 from dawnpipe.data.idx import read_idx
+from dawnpipe.data.squad import prepare_squad
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import atomic_path, read_json, write_json
 from dawnpipe.tasks import get_task
@@ -39,20 +41,26 @@ def prepare_idx(task, raw: Path, out: Path) -> dict:
         labels = read_idx(raw / spec["labels"])
         if images.shape[0] != labels.shape[0]:
             raise DawnpipeError(f"{raw / spec['images']}: {images.shape[0]} images but {raw / spec['labels']} has {labels.shape[0]} labels")
-        if spec.get("items") is not None and images.shape[0] != spec["items"]:
-            print(f"prepare: note: {split} has {images.shape[0]} items (the official set has {spec['items']})")
         n_classes = len(task.data["classes"])
         if labels.size and (labels.max() >= n_classes):
             raise DawnpipeError(f"{raw / spec['labels']}: label {int(labels.max())} out of range 0..{n_classes - 1}")
-        counts = np.bincount(labels, minlength=n_classes)
-        splits[split] = {
-            "items": int(images.shape[0]),
-            "images": save_array(out / f"{split}_images.npy", images),
-            "labels": save_array(out / f"{split}_labels.npy", labels.astype(np.uint8)),
-            "class_counts": {c: int(n) for c, n in zip(task.data["classes"], counts)},
-        }
-        print(f"prepare: {split}: {images.shape[0]} items, shape {tuple(images.shape[1:])}")
+        splits[split] = save_split(out, split, images, labels, task.data["classes"], spec.get("items"))
     return {"format": "npy-uint8", "classes": task.data["classes"], "splits": splits}
+
+
+def save_split(out: Path, split: str, images: np.ndarray, labels: np.ndarray, classes: list[str], official_items: int | None) -> dict:
+    """Write one split of the npy-uint8 layout; its manifest entry. Labels must already be in range."""
+    if official_items is not None and images.shape[0] != official_items:
+        print(f"prepare: note: {split} has {images.shape[0]} items (the official set has {official_items})")
+    counts = np.bincount(labels, minlength=len(classes))
+    entry = {
+        "items": int(images.shape[0]),
+        "images": save_array(out / f"{split}_images.npy", images),
+        "labels": save_array(out / f"{split}_labels.npy", labels.astype(np.uint8)),
+        "class_counts": {c: int(n) for c, n in zip(classes, counts)},
+    }
+    print(f"prepare: {split}: {images.shape[0]} items, shape {tuple(images.shape[1:])}")
+    return entry
 
 
 def prepare(task_name: str, raw: Path, out: Path) -> Path:
@@ -63,6 +71,8 @@ def prepare(task_name: str, raw: Path, out: Path) -> Path:
     if read_json(fetched).get("task") != task_name:
         raise DawnpipeError(f"{fetched}: fetched for task {read_json(fetched).get('task')!r}, not {task_name!r}")
     out.mkdir(parents=True, exist_ok=True)
+    # manifest.json vouches for the arrays beside it: gone until this run has written them all
+    (out / "manifest.json").unlink(missing_ok=True)
     kind = task.data.get("kind")
     if kind not in PREPARERS:
         raise DawnpipeError(f"task {task_name}: no preparer for data kind {kind!r} (known: {', '.join(PREPARERS)})")
@@ -73,7 +83,12 @@ def prepare(task_name: str, raw: Path, out: Path) -> Path:
 
 # data kind (tasks/*.yaml `data.kind`) -> function(task, raw, out) -> manifest fields
 # ("format", "splits", ...); manifest.json is written last, by prepare().
-PREPARERS = {"idx": prepare_idx}
+PREPARERS = {
+    "idx": prepare_idx,
+    "squad": prepare_squad,
+    "cifar10-python": lazy("dawnpipe.data.cifar", "prepare_cifar10"),
+    "imagenet": lazy("dawnpipe.data.imagenet", "prepare_imagenet"),
+}
 
 
 def configure(p) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dawnpipe.data.loader import load_split
+from dawnpipe.data.loader import ShardedArray, load_split
 from dawnpipe.fileio import read_json, write_json, write_parquet
 from dawnpipe.infer.latency import latency_stats
 from dawnpipe.prices import load_prices, price_per_hour
@@ -41,7 +41,7 @@ def time_items(predict, images: np.ndarray, labels: np.ndarray, warmup: int, des
         start = clock()
         pred = predict(item)
         seconds[i] = clock() - start
-        correct[i] = pred == labels[i]
+        correct[i] = labels[i] in pred if isinstance(pred, list) else pred == labels[i]  # a list: top-k ids
     return seconds, correct
 
 
@@ -62,13 +62,20 @@ def run(args) -> int:
 
     from dawnpipe.infer.torch_backend import eager_predictor, load_checkpoint
 
-    torch.set_num_threads(args.threads)
     run_info = read_json(args.run_json)
+    if get_task(run_info["task"]).data.get("kind") == "squad":  # questions with paragraphs, not images
+        from dawnpipe.infer.squad_predictor import run as run_squad
+
+        return run_squad(args, run_info)
+    torch.set_num_threads(args.threads)
     task = get_task(run_info["task"])
     split = load_split(args.data, "test", args.limit)
-    images, labels = np.array(split.images), np.array(split.labels)
+    # sharded sets stay on disk: indexing one item reads it into memory before the clock starts
+    images = split.images if isinstance(split.images, ShardedArray) else np.array(split.images)
+    labels = np.array(split.labels)
     device = torch.device("cuda" if run_info["environment"].get("device", "cpu").startswith("cuda") and torch.cuda.is_available() else "cpu")
-    predict = eager_predictor(load_checkpoint(args.checkpoint), device)
+    topk = 5 if task.metric_column == "top5Accuracy" else 1  # the answer is the task's: ImageNet's is five classes
+    predict = eager_predictor(load_checkpoint(args.checkpoint), device, topk=topk)
     seconds, correct = time_items(predict, images, labels, args.warmup, f"infer {run_info['entry']} s{run_info['seed']}")
     accuracy = 100.0 * float(correct.mean())
     usd_per_hour = price_per_hour(load_prices(args.prices), run_info.get("hardware_price_tag", run_info["hardware"]))  # one machine

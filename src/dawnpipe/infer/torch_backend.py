@@ -15,8 +15,9 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
     return torch.load(path, map_location="cpu", weights_only=False)
 
 
-def eager_predictor(ckpt: dict[str, Any], device: torch.device) -> Callable[[np.ndarray], int]:
-    """A function uint8 item (H x W or H x W x C) -> predicted class id."""
+def eager_predictor(ckpt: dict[str, Any], device: torch.device, topk: int = 1) -> Callable[[np.ndarray], int | list[int]]:
+    """A function uint8 item (H x W or H x W x C) -> predicted class id, or
+    the ``topk`` most likely ids, best first, when ``topk`` > 1."""
     model = build_model(ckpt["model"], in_channels=ckpt["in_channels"], num_classes=ckpt["num_classes"], **ckpt["model_args"])
     model.load_state_dict(ckpt["state_dict"])
     fmt = torch.channels_last if ckpt["channels_last"] else torch.contiguous_format
@@ -36,6 +37,9 @@ def eager_predictor(ckpt: dict[str, Any], device: torch.device) -> Callable[[np.
             x = torch.cat([x, x.flip(3)])
         with torch.autocast(device.type, dtype=dtype, enabled=amp):
             logits = model(x)
-        return int(logits.float().sum(0).argmax())  # .item() waits for the device: the time is complete
+        scores = logits.float().sum(0)
+        if topk > 1:  # .tolist() and int() wait for the device: the time is complete
+            return scores.topk(min(topk, scores.numel())).indices.tolist()
+        return int(scores.argmax())
 
     return predict

@@ -112,8 +112,54 @@ class FastNet(nn.Module):
 def build_model(name: str, *, in_channels: int, num_classes: int, **kwargs) -> nn.Module:
     if name == "fastnet":
         return FastNet(in_channels=in_channels, num_classes=num_classes, **kwargs)
+    if name in IMAGENET_RESNETS:  # before the CIFAR names: resnet50 is not the 6n+2 CIFAR net of depth 50
+        block, layers = IMAGENET_RESNETS[name]
+        return ImageNetResNet(block, layers, in_channels=in_channels, num_classes=num_classes, **kwargs)
     if name.startswith("resnet") and name[6:].isdigit():
         depth = int(name[6:])
         kwargs.setdefault("block", "bottleneck" if depth == 164 else "basic")
         return CifarResNet(depth=depth, in_channels=in_channels, num_classes=num_classes, **kwargs)
-    raise ValueError(f"unknown PyTorch model {name!r} (known: fastnet, resnet20/32/44/56/110 basic, resnet164 bottleneck)")
+    raise ValueError(f"unknown PyTorch model {name!r} (known: fastnet, resnet20/32/44/56/110 basic, resnet164 bottleneck; ImageNet: resnet18/34/50/101/152)")
+
+
+# ImageNet ResNets (He et al. 2016), appended for the ImageNet task.
+IMAGENET_RESNETS = {  # name -> (block, blocks per stage)
+    "resnet18": ("basic", (2, 2, 2, 2)), "resnet34": ("basic", (3, 4, 6, 3)),
+    "resnet50": ("bottleneck", (3, 4, 6, 3)), "resnet101": ("bottleneck", (3, 4, 23, 3)),
+    "resnet152": ("bottleneck", (3, 8, 36, 3)),
+}
+
+
+class ImageNetResNet(nn.Module):
+    """The ImageNet ResNets: a 7x7 stride-2 stem and a 3x3 stride-2 max-pool,
+    four stages of width, 2x, 4x, 8x channels (x4 after bottlenecks; the stride
+    of a bottleneck is on its 3x3 convolution, "ResNet v1.5" as in torchvision
+    and the fast DAWNBench ImageNet entries), global average pooling. The last
+    batch norm of every residual branch starts at zero (Goyal et al. 2017), so
+    each block starts as the identity: what makes large-batch SGD stable.
+    ``width`` (64 in the paper) exists for tiny test runs."""
+
+    def __init__(self, block: str = "bottleneck", layers=(3, 4, 6, 3), width: int = 64, in_channels: int = 3,
+                 num_classes: int = 1000, zero_init_residual: bool = True):
+        super().__init__()
+        block_cls = {"basic": BasicBlock, "bottleneck": Bottleneck}[block]
+        stem = [*conv_bn(in_channels, width, 7, 2), nn.ReLU(inplace=True), nn.MaxPool2d(3, stride=2, padding=1)]
+        stages: list[nn.Module] = []
+        c_in = width
+        for stage, n in enumerate(layers):
+            w = width * 2**stage
+            for i in range(n):
+                stages.append(block_cls(c_in, w, 2 if stage > 0 and i == 0 else 1))
+                c_in = w * block_cls.expansion
+        self.features = nn.Sequential(*stem, *stages)
+        self.head = nn.Linear(c_in, num_classes)
+        for m in self.modules():
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+        if zero_init_residual:
+            for m in stages:
+                nn.init.zeros_(m.body[-1].weight)  # the branch's last BatchNorm2d
+
+    def forward(self, x):
+        x = self.features(x)
+        return self.head(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))

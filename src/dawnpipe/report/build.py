@@ -23,6 +23,7 @@ from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import read_json, write_csv, write_json, write_parquet, write_text
 from dawnpipe.report.render import render_html
 from dawnpipe.runinfo import now_iso
+from dawnpipe.tasks import get_task
 
 
 def load_run(run_dir: Path) -> dict[str, Any]:
@@ -68,7 +69,7 @@ def objective_rows(runs: list[dict[str, Any]]) -> tuple[list[dict], list[dict]]:
                 rows.append({**common, **extra, "objective": "inference_cost", "value": lat["cost_per_10k_usd"]})
         else:
             excluded.append({"source": common["source"], "objectives": ["inference_latency", "inference_cost"],
-                             "reason": f"inference accuracy {lat['accuracy']:.2f} below the threshold {lat['threshold']:g}"})
+                             "reason": f"inference {lat['metric']} {get_task(tta['task']).format_metric(lat['accuracy'])} below the threshold {get_task(tta['task']).format_metric(lat['threshold'])}"})
     return rows, excluded
 
 

@@ -65,6 +65,9 @@ class RunLog(Top1Log):
 class TimeToAccuracyResult(pa.DataFrameModel):
     """One row per training run (extract stage)."""
 
+    class Config:
+        coerce = True  # an unknown value (None) arrives as an object column
+
     entry: Series[str]
     seed: Series[int]
     task: Series[str]
@@ -96,6 +99,9 @@ class TimeToAccuracyResult(pa.DataFrameModel):
 class LatencyResult(pa.DataFrameModel):
     """One row per inference measurement (infer stage)."""
 
+    class Config:
+        coerce = True  # an unknown value (None) arrives as an object column
+
     entry: Series[str]
     seed: Series[int]
     task: Series[str]
@@ -120,6 +126,9 @@ class LatencyResult(pa.DataFrameModel):
 
 class StabilityResult(pa.DataFrameModel):
     """One row per entry (stability stage)."""
+
+    class Config:
+        coerce = True  # an unknown value (None) arrives as an object column
 
     entry: Series[str]
     runs: Series[int] = pa.Field(ge=1)

@@ -51,7 +51,9 @@ def configure(p) -> None:
 def trainer_for(entry: dict):
     """(Outputs, train) of the module that trains ``entry``; imported only when used,
     so PyTorch jobs never import TensorFlow and the reverse."""
-    if entry["framework"] == "tensorflow":
+    if get_task(entry["task"]).data.get("kind") == "squad":  # question answering, not images
+        from dawnpipe.train.squad_trainer import Outputs, train
+    elif entry["framework"] == "tensorflow":
         from dawnpipe.train.tf_trainer import Outputs, train
     else:
         from dawnpipe.train.torch_trainer import Outputs, train
@@ -74,8 +76,8 @@ def run(args) -> int:
     layout = Layout.of(entry)
     rank = SINGLE
     if layout.world_size > 1:
-        if entry["framework"] != "pytorch":
-            raise DawnpipeError(f"{args.entry}: distributed: data-parallel training is implemented for pytorch entries only")
+        if entry["framework"] != "pytorch" or get_task(entry["task"]).data.get("kind") == "squad":
+            raise DawnpipeError(f"{args.entry}: distributed: data-parallel training is implemented for the PyTorch image trainer only")
         rank = rank_from_env(os.environ, layout.world_size)
         if rank is None:  # not one of the ranks yet: start them, and let them write everything
             return run_launcher(layout, command_line(args), args.threads)

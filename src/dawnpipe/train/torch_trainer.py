@@ -6,7 +6,8 @@ optimizer step. Evaluation, checkpointing and log writing run with the clock
 stopped. On CUDA the clock is read only after ``torch.cuda.synchronize()``, so
 queued kernels are not left outside it. The whole data set is moved to the
 device once, before the clock starts, as uint8 (like airbench), and batches are
-augmented on the device.
+augmented on the device. Sets too large for memory (ImageNet) are streamed
+from memory-mapped shards instead: see dawnpipe.train.data_source.
 
 Resuming and interruptions: after every epoch the whole training state
 (model, optimizer, gradient scaler, generators, log rows, clocks) goes to
@@ -41,6 +42,7 @@ from dawnpipe.fileio import atomic_path, move_into_place
 from dawnpipe.models.torch_zoo import build_model
 from dawnpipe.tasks import get_task
 from dawnpipe.train import distributed as ddp
+from dawnpipe.train.data_source import device_images, draw_resized_crop, epoch_batches, image_stats, resized_crop
 from dawnpipe.train.distributed import SINGLE, Rank
 from dawnpipe.train.interruptions import EpochJournal, Interrupted, StopRequest
 from dawnpipe.train.logbook import Logbook
@@ -71,10 +73,6 @@ class TrainingClock:
             torch.cuda.synchronize(self.device)
         ddp.barrier(self.rank)
 
-    def seconds_since(self, start: float) -> float:
-        """Seconds of a block still running (for a stop in the middle of it)."""
-        return time.perf_counter() - start
-
     @contextlib.contextmanager
     def running(self):
         self._sync()
@@ -101,11 +99,6 @@ def pick_device(requested: str, rank: Rank = SINGLE) -> torch.device:
             torch.cuda.set_device(ddp.cuda_device_index(rank, torch.cuda.device_count()))
         return torch.device("cuda", torch.cuda.current_device())
     return torch.device("cpu")
-
-
-def as_nchw(images: np.ndarray) -> torch.Tensor:
-    t = torch.from_numpy(np.array(images))  # a writable copy of the memory map
-    return t.unsqueeze(1) if t.ndim == 3 else t.permute(0, 3, 1, 2).contiguous()
 
 
 def autocast(device: torch.device, precision: str):
@@ -159,13 +152,8 @@ class Normalizer:
         return (x01 - self.mean) / self.std
 
 
-def channel_stats(images: torch.Tensor) -> tuple[list[float], list[float]]:
-    x = images.to(torch.float64) / 255.0
-    return x.mean(dim=(0, 2, 3)).tolist(), x.std(dim=(0, 2, 3)).tolist()
-
-
 def topk_correct(logits: torch.Tensor, labels: torch.Tensor, ks: tuple[int, ...]) -> dict[int, int]:
-    top = logits.topk(max(ks), dim=1).indices
+    top = logits.topk(min(max(ks), logits.shape[1]), dim=1).indices  # top-5 of 3 classes: all of them
     hits = top.eq(labels[:, None])
     return {k: int(hits[:, :k].any(dim=1).sum()) for k in ks}
 
@@ -238,9 +226,10 @@ def _train(settings, data_dir: Path, out: Outputs, *, resume: bool, rank: Rank, 
 
     train_split = load_split(data_dir, "train", settings["train_limit"])
     test_split = load_split(data_dir, "test", settings["test_limit"])
-    train_x, train_y = as_nchw(train_split.images).to(device), torch.from_numpy(np.array(train_split.labels)).to(device)
-    test_x, test_y = as_nchw(test_split.images).to(device), torch.from_numpy(np.array(test_split.labels)).to(device)
-    mean, std = channel_stats(train_x)
+    # in memory, or streamed from shards for ImageNet-sized sets (dawnpipe.train.data_source)
+    train_x, train_y = device_images(train_split, device), torch.from_numpy(np.array(train_split.labels)).to(device)
+    test_x, test_y = device_images(test_split, device), torch.from_numpy(np.array(test_split.labels)).to(device)
+    mean, std = image_stats(train_split, train_x)
     normalize = Normalizer(mean, std, device)
     n_classes = len(train_split.classes)
 
@@ -288,8 +277,16 @@ def _train(settings, data_dir: Path, out: Outputs, *, resume: bool, rank: Rank, 
         raise DawnpipeError(f"{entry['id']}: hyperparameters.batch_size {batch} is smaller than the {world} processes of "
                             "distributed: (the batch is global, split across the processes)")
     steps = n_train // batch + (1 if n_train % batch >= 2 * world else 0)  # a last share under 2 items would break batch norm
-    aug = hp["augment"]
+    aug, rrc = hp["augment"], hp["augment"]["random_resized_crop"]
+    rank_batch = ddp.shard(batch, rank)[1] - ddp.shard(batch, rank)[0]  # this rank's share of a full batch
     train_model = ddp.wrap(model, rank, device)
+
+    def rank_perm(perm: torch.Tensor) -> torch.Tensor:
+        """This rank's items of an epoch, step after step: its share of each global batch."""
+        if not rank.distributed:
+            return perm
+        shares = [perm[s * batch:(s + 1) * batch] for s in range(steps)]
+        return torch.cat([g[slice(*ddp.shard(len(g), rank))] for g in shares])
     checkpoint_meta = {
         "entry_id": entry["id"], "task": task.name, "framework": "pytorch", "model": entry["model"],
         "model_args": entry["model_args"], "in_channels": int(train_x.shape[1]), "num_classes": n_classes,
@@ -318,22 +315,23 @@ def _train(settings, data_dir: Path, out: Outputs, *, resume: bool, rank: Rank, 
             journal.begin(epoch + 1, clock.elapsed)
         interrupted = False
         with clock.running():
-            perm = torch.randperm(n_train, generator=gen).to(device)
+            perm = torch.randperm(n_train, generator=gen)
             loss_sum = torch.zeros((), device=device)
             seen = 0
-            for step in range(steps):
+            for step, (xb, yb) in enumerate(epoch_batches(train_x, train_y, rank_perm(perm), rank_batch, steps)):
                 if ddp.any_rank(stop.requested, rank, device):
                     interrupted = True
                     break
-                idx = perm[step * batch:(step + 1) * batch]
-                global_items = idx.shape[0]
-                # one generator, the same draws on every rank: each rank takes its share of the global batch
-                choices = draw_augment(global_items, aug["crop_padding"], aug["flip"], gen)
+                # one generator, the same draws on every rank for the whole global batch; each rank takes its share
+                global_items = min(batch, n_train - step * batch)
                 lo, hi = ddp.shard(global_items, rank)
-                idx = idx[lo:hi]
-                x = apply_augment(train_x[idx].float() / 255.0, {k: v[lo:hi] for k, v in choices.items()}, aug["crop_padding"])
+                x = xb.float() / 255.0
+                if rrc["size"]:
+                    x = resized_crop(x, rrc["size"], draw_resized_crop(global_items, rrc["min_scale"], gen)[lo:hi])
+                choices = draw_augment(global_items, aug["crop_padding"], aug["flip"], gen)
+                x = apply_augment(x, {k: v[lo:hi] for k, v in choices.items()}, aug["crop_padding"])
                 x = normalize(x).contiguous(memory_format=fmt)
-                y = train_y[idx].long()
+                y = yb.long()
                 lr = lr_at(epoch + step / steps, hp["lr"], hp["schedule"], hp["epochs"])
                 for group in optimizer.param_groups:
                     group["lr"] = lr

@@ -1,0 +1,57 @@
+"""pandera schemas of our result tables: bad rows are named, good ones pass."""
+
+import pandas as pd
+import pytest
+
+from dawnpipe.errors import DawnpipeError
+from dawnpipe.schemas.results import LatencyResult, TimeToAccuracyResult, Top1Log, log_model, validate
+from dawnpipe.tasks import get_task
+
+
+def tta_row(**overrides):
+    row = dict(entry="e", seed=0, task="fashion-mnist", model="m", framework="pytorch", hardware="local-cpu",
+               threshold=93.0, official_threshold=93.0, demo_threshold=False, reached=True, epochs_to_accuracy=3.0,
+               time_to_accuracy_hours=0.03, wall_time_to_accuracy_hours=0.04, usd_per_hour=1.0, cost_usd=0.03,
+               best_metric=93.5, epochs_run=3.0, training_hours=0.03)
+    row.update(overrides)
+    return pd.DataFrame([row])
+
+
+def test_log_schema_names_column_and_row():
+    frame = pd.DataFrame({"epoch": [1, 2, 3], "hours": [0.1, 0.2, 0.3], "top1Accuracy": [50.0, 104.2, 90.0]})
+    with pytest.raises(DawnpipeError) as err:
+        validate(Top1Log, frame, "runs/x/train.tsv")
+    message = str(err.value)
+    assert "runs/x/train.tsv" in message and "top1Accuracy" in message and "row 2" in message and "104.2" in message
+
+
+def test_log_model_per_task():
+    assert log_model(get_task("fashion-mnist")) is Top1Log
+    assert "top5Accuracy" in log_model(get_task("imagenet")).to_schema().columns
+    f1 = pd.DataFrame({"epoch": [1], "hours": [0.1], "f1Score": [75.3]})  # F1 in percent is wrong
+    with pytest.raises(DawnpipeError, match="f1Score"):
+        validate(log_model(get_task("squad")), f1, "squad.tsv")
+
+
+def test_time_to_accuracy_result_ok():
+    validate(TimeToAccuracyResult, tta_row(), "x")
+
+
+def test_reached_without_time_is_refused():
+    with pytest.raises(DawnpipeError, match="reached_has_a_time"):
+        validate(TimeToAccuracyResult, tta_row(time_to_accuracy_hours=None, cost_usd=None), "x")
+
+
+def test_time_beyond_training_is_refused():
+    with pytest.raises(DawnpipeError, match="time_within_training"):
+        validate(TimeToAccuracyResult, tta_row(time_to_accuracy_hours=0.5), "x")
+
+
+def test_latency_percentiles_must_be_ordered():
+    row = dict(entry="e", seed=0, task="fashion-mnist", backend="eager", threads=1, items=10, warmup_items=1,
+               accuracy=93.0, meets_threshold=True, latency_mean_ms=1.0, latency_p50_ms=1.0, latency_p90_ms=0.9,
+               latency_p99_ms=1.2, latency_max_ms=2.0, usd_per_hour=None, cost_per_10k_usd=None)
+    with pytest.raises(DawnpipeError, match="percentiles_ordered"):
+        validate(LatencyResult, pd.DataFrame([row]), "latency.json")
+    row["latency_p90_ms"] = 1.1
+    validate(LatencyResult, pd.DataFrame([row]), "latency.json")
