@@ -98,8 +98,9 @@ def slurm_workflow(slurm_cluster, tmp_path_factory, fashion_mnist_source):
     with open(out_path, "w") as out:
         proc = subprocess.Popen(cmd, cwd=work, env=tool_env(), stdout=out, stderr=subprocess.STDOUT, text=True)
         try:
-            cancelled = _cancel_mid_epoch(work / "results/.work/fastnet/seed0/epoch.json", proc, timeout=3000)
-            proc.wait(timeout=3600)
+            # generous: the test config trains four models, slowly on a busy 2-core machine
+            cancelled = _cancel_mid_epoch(work / "results/.work/fastnet/seed0/epoch.json", proc, timeout=10800)
+            proc.wait(timeout=10800)
         finally:
             if proc.poll() is None:
                 proc.terminate()
