@@ -130,7 +130,7 @@ def test_every_job_ran_under_slurm(slurm_workflow):
     for entry, seed in RUNS:
         slurm = run_json(slurm_workflow["work"], entry, seed)["environment"]["slurm"]
         assert slurm["job_id"] in slurm_ids and jobs[slurm["job_id"]]["JobState"] == "COMPLETED"
-        assert slurm["job_partition"] == "debug"  # from the profile, not the rules
+        assert jobs[slurm["job_id"]]["Partition"] == "debug"  # from the profile, not the rules
 
 
 def _without_timing(board: dict) -> list:
