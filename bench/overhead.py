@@ -34,15 +34,16 @@ import sys, time, json, numpy as np, torch, torch.nn.functional as F
 from dawnpipe.entries import load_entry
 from dawnpipe.data.loader import load_split
 from dawnpipe.models.torch_zoo import build_model
-from dawnpipe.train.torch_trainer import augment, as_nchw, channel_stats, Normalizer, autocast, build_optimizer, seed_everything
+from dawnpipe.train.torch_trainer import augment, Normalizer, autocast, build_optimizer, seed_everything
 from dawnpipe.train.schedule import lr_at
 entry_path, data, items, epochs, threads, seed = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
 torch.set_num_threads(threads)
 entry = load_entry(entry_path); hp = entry["hyperparameters"]
 gen = seed_everything(seed)
 split = load_split(data, "train", items)
-x_all, y_all = as_nchw(split.images), torch.from_numpy(np.array(split.labels))
-norm = Normalizer(*channel_stats(x_all), "cpu")
+x_all, y_all = torch.from_numpy(np.array(split.images)).unsqueeze(1), torch.from_numpy(np.array(split.labels))
+x64 = x_all.double() / 255.0
+norm = Normalizer(x64.mean().item(), x64.std().item(), "cpu")
 model = build_model(entry["model"], in_channels=1, num_classes=10, **entry["model_args"])
 fmt = torch.channels_last if hp["channels_last"] else torch.contiguous_format
 model = model.to(memory_format=fmt); opt = build_optimizer(model, hp)

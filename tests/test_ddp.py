@@ -190,3 +190,19 @@ def test_scaling_study_speedups_against_the_smallest_world_size():
     assert four["epoch_speedup"] == pytest.approx(11 / 3) and four["epoch_efficiency"] == pytest.approx(11 / 12)
     assert four["reached_runs"] == 1 and four["tta_speedup"] == pytest.approx(0.02 / 0.005)
     assert one["epoch_speedup"] == 1.0 and one["tta_efficiency"] == 1.0
+
+
+def test_ranks_get_the_launchers_command_line():
+    """Every option of `dawnpipe train` survives the trip to the ranks."""
+    import argparse
+
+    from dawnpipe.train import cli
+
+    argv = ["--entry", "e.yaml", "--seed", "3", "--data", "d", "--tsv", "t.tsv", "--log-parquet", "l.parquet",
+            "--checkpoint", "m.pt", "--run-json", "r.json", "--train-limit", "100", "--stop-at-threshold", "--threads", "2",
+            "--no-resume", "--fashion-mnist", "70.5", "--telemetry-interval", "0"]
+    parser = argparse.ArgumentParser()
+    cli.configure(parser)
+    args = parser.parse_args(argv)
+    again = cli.command_line(args)
+    assert again[0] == "train" and vars(parser.parse_args(again[1:])) == vars(args)

@@ -23,6 +23,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "extract": ("dawnpipe.extract", "time-to-accuracy, epochs and cost of one run"),
     "infer": ("dawnpipe.infer.cli", "one-item-at-a-time inference latency and cost of a run"),
     "stability": ("dawnpipe.stability", "coefficient of variation of time-to-accuracy over seeds"),
+    "flops": ("dawnpipe.telemetry.flops", "model FLOPs and operand bytes per item of one training step (once per entry)"),
+    "utilization": ("dawnpipe.telemetry.utilization", "achieved FLOP/s, fraction of peak and energy to accuracy of a run"),
+    "sensitivity": ("dawnpipe.telemetry.sensitivity", "time to accuracy of a run at a ladder of thresholds"),
     "report": ("dawnpipe.report.build", "leaderboard JSON, HTML and the table of all runs"),
     "squad-eval": ("dawnpipe.squad.evaluate", "exact match and F1 of SQuAD v1.1 predictions, like the official script"),
 }

@@ -38,7 +38,18 @@ def format_ms(ms: float) -> str:
     return f"{Decimal(repr(float(ms))).quantize(Decimal('0.0001'), rounding=ROUND_HALF_UP)}"
 
 
-FORMATTERS = {"hours": format_hours, "USD": format_usd, "ms": format_ms, "USD per 10,000 items": format_usd}
+def format_joules(joules: float) -> str:
+    """Joules -> '812 J', '12.3 kJ', '4.56 MJ' (three significant digits)."""
+    if joules is None or not math.isfinite(joules) or joules < 0:
+        raise ValueError(f"not an energy in joules: {joules!r}")
+    rounded = float(f"{joules:.3g}")  # so that 999.6 J shows as 1 kJ, not 1e+03 J
+    for factor, unit in ((1e9, "GJ"), (1e6, "MJ"), (1e3, "kJ")):
+        if rounded >= factor:
+            return f"{rounded / factor:.3g} {unit}"
+    return f"{rounded:.3g} J"
+
+
+FORMATTERS = {"hours": format_hours, "USD": format_usd, "ms": format_ms, "USD per 10,000 items": format_usd, "J": format_joules}
 
 
 def format_value(value: float, unit: str) -> str:

@@ -73,5 +73,32 @@ def torch_environment(device) -> dict[str, Any]:
     return env
 
 
+def tf_environment(device: str) -> dict[str, Any]:
+    """The TensorFlow twin of torch_environment; ``device`` is a TF device name (/CPU:0, /GPU:0)."""
+    import keras
+    import tensorflow as tf
+
+    from dawnpipe.tf_runtime import device_label
+
+    build = tf.sysconfig.get_build_info()
+    intra = tf.config.threading.get_intra_op_parallelism_threads()
+    inter = tf.config.threading.get_inter_op_parallelism_threads()
+    return {
+        "framework": "tensorflow",
+        "framework_version": tf.__version__,
+        "keras_version": keras.__version__,
+        "device": device_label(device),
+        "tf_device": device,
+        # 0 means "TensorFlow's choice", which is one thread per logical CPU
+        "threads": intra or os.cpu_count(),
+        "interop_threads": inter or os.cpu_count(),
+        "threads_set": bool(intra),
+        "cuda": build.get("cuda_version"),
+        "cudnn": build.get("cudnn_version"),
+        "gpus": [d.name for d in tf.config.list_logical_devices("GPU")],
+        "mixed_precision_policy": keras.mixed_precision.global_policy().name,
+    }
+
+
 def now_iso() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")

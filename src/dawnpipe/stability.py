@@ -19,6 +19,7 @@ import pandas as pd
 
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import read_json, write_json
+from dawnpipe.runfiles import files_under
 from dawnpipe.schemas.results import StabilityResult, validate
 
 
@@ -50,11 +51,11 @@ def stability(entry: str, records: list[dict[str, Any]]) -> dict[str, Any]:
 def configure(p) -> None:
     p.add_argument("--entry", required=True, help="entry id")
     p.add_argument("--out", required=True, type=Path, help="output JSON")
-    p.add_argument("results", nargs="+", type=Path, help="time_to_accuracy.json of each seed")
+    p.add_argument("results", nargs="+", type=Path, help="time_to_accuracy.json of each seed, or directories holding them")
 
 
 def run(args) -> int:
-    records = [read_json(p) for p in args.results]
+    records = [read_json(p) for p in files_under(args.results, "time_to_accuracy.json")]
     others = sorted({r.get("entry") for r in records} - {args.entry})
     if others:
         raise DawnpipeError(f"--entry {args.entry}: results of other entries given ({', '.join(map(str, others))})")

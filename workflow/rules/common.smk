@@ -95,6 +95,26 @@ def get_train_args(wildcards):
     return " ".join(args)
 
 
+def get_telemetry_interval(wildcards):
+    return float(config.get("telemetry", {}).get("interval_s", 1.0))
+
+
+def get_flops_hash(wildcards):
+    """What a FLOP count depends on: the network, its input and the step's
+    batch, precision and memory format; not the optimizer or the schedule."""
+    entry = ENTRIES[wildcards.entry]
+    hp = entry["hyperparameters"]
+    return config_hash({k: entry[k] for k in ("task", "framework", "model", "model_args")}
+                       | {k: hp[k] for k in ("batch_size", "precision", "channels_last")})
+
+
+def get_sensitivity_args(wildcards):
+    """The config's sensitivity_ladders as `--<task> T1 T2 ...` (DVC's form of
+    the same mapping); the command uses its run's task, else the task's ladder."""
+    ladders = config.get("sensitivity_ladders", {})
+    return " ".join(f"--{task} " + " ".join(f"{float(t)!r}" for t in ladder) for task, ladder in ladders.items())
+
+
 def get_infer_args(wildcards):
     return f"--limit {config['test_limit']}" if config["test_limit"] else ""
 
@@ -112,7 +132,7 @@ def get_train_code(wildcards):
     model retrains; editing the report does not."""
     pkg = os.path.join(SRC, "dawnpipe")
     files = ["train/cli.py", "train/logbook.py", "train/schedule.py", "train/data_source.py", "data/loader.py", "entries.py"]
-    files += ["train/tf_trainer.py", "models/tf_zoo.py"] if is_tensorflow(wildcards) else [
+    files += ["train/tf_trainer.py", "models/tf_zoo.py", "tf_runtime.py"] if is_tensorflow(wildcards) else [
         "train/torch_trainer.py", "models/torch_zoo.py", "train/distributed.py", "train/interruptions.py"]
     if get_task(ENTRIES[wildcards.entry]["task"]).data.get("kind") == "squad":
         files += ["train/squad_trainer.py", "models/squad_reader.py", "data/squad.py", "squad/text.py", "squad/evaluate.py"]

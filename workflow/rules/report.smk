@@ -7,6 +7,8 @@ rule report:
         latency=get_run_files("latency.json"),
         logs=get_run_files("train.parquet"),
         stability=expand("results/stability/{entry}.json", entry=ENTRIES),
+        utilization=get_run_files("utilization.json"),
+        sensitivity=get_run_files("sensitivity.json"),
     output:
         json="results/leaderboard.json",
         html="results/leaderboard.html",

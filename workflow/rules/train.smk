@@ -15,6 +15,7 @@ rule train:
         parquet="results/runs/{entry}/seed{seed}/train.parquet",
         checkpoint="results/runs/{entry}/seed{seed}/model.pt",
         run="results/runs/{entry}/seed{seed}/run.json",
+        telemetry="results/runs/{entry}/seed{seed}/telemetry.parquet",
     log:
         "results/logs/train/{entry}/seed{seed}.log",
     benchmark:
@@ -24,6 +25,8 @@ rule train:
         settings_hash=get_run_settings_hash,  # rerun trigger: values, not comments
         args=get_train_args,
         work="results/.work/{entry}/seed{seed}",
+        # a new interval re-samples, which takes the run again: a deliberate rerun trigger
+        telemetry_interval=get_telemetry_interval,
     threads: get_train_threads  # per process; a node's cores over its processes
     resources:
         mem_mb=get_train_mem_mb,
@@ -40,7 +43,8 @@ rule train:
     shell:
         "python -m dawnpipe train --entry {params.entry} --seed {wildcards.seed} --data {input.data}"
         " --tsv {output.tsv} --log-parquet {output.parquet} --checkpoint {output.checkpoint}"
-        " --run-json {output.run} --work-dir {params.work} --threads {threads} {params.args} 2>&1 | tee {log}"
+        " --run-json {output.run} --work-dir {params.work} --threads {threads} {params.args}"
+        " --telemetry {output.telemetry} --telemetry-interval {params.telemetry_interval} 2>&1 | tee {log}"
 
 
 rule infer:
@@ -52,6 +56,7 @@ rule infer:
     output:
         summary="results/runs/{entry}/seed{seed}/latency.json",
         per_item="results/runs/{entry}/seed{seed}/latency.parquet",
+        telemetry="results/runs/{entry}/seed{seed}/inference_telemetry.parquet",
     log:
         "results/logs/infer/{entry}/seed{seed}.log",
     benchmark:
@@ -61,6 +66,7 @@ rule infer:
         warmup=config["inference"]["warmup"],
         # framework threads; the job itself reserves the whole machine (threads:)
         framework_threads=config["inference"]["threads"],
+        telemetry_interval=get_telemetry_interval,
     threads: get_timed_threads()
     resources:
         mem_mb=4000,
@@ -71,4 +77,5 @@ rule infer:
     shell:
         "python -m dawnpipe infer --checkpoint {input.checkpoint} --run-json {input.run} --data {input.data}"
         " --prices {input.prices} --out {output.summary} --items-parquet {output.per_item}"
-        " --threads {params.framework_threads} --warmup {params.warmup} {params.args} 2>&1 | tee {log}"
+        " --threads {params.framework_threads} --warmup {params.warmup} {params.args}"
+        " --telemetry {output.telemetry} --telemetry-interval {params.telemetry_interval} 2>&1 | tee {log}"

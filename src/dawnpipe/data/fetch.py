@@ -29,6 +29,7 @@ from typing import Any
 
 import yaml
 
+from dawnpipe.argtypes import add_task_options, task_option
 from dawnpipe.data.download import download
 from dawnpipe.data.squad import fetch_squad
 from dawnpipe.errors import DawnpipeError
@@ -209,9 +210,11 @@ def configure(p) -> None:
     p.add_argument("--dest", required=True, type=Path, help="directory to put the verified raw files in")
     p.add_argument("--source", help="URL base or local directory/file to take the files from (default: the task's local directories, else its official URL)")
     p.add_argument("--cache", type=Path, help="where partial downloads are kept between attempts (default: beside --dest)")
+    add_task_options(p, what="source", dest="source_for", type=str, metavar="SOURCE")
     p.add_argument("--expect", type=Path, help="YAML with 'files: {name: {sha256, bytes}}' replacing the task's checksums (for modified mirrors)")
 
 
 def run(args) -> int:
-    fetch(args.task, args.dest, source=args.source, cache=args.cache, expect=args.expect)
+    source = args.source or task_option(args, "source_for", args.task)
+    fetch(args.task, args.dest, source=source, cache=args.cache, expect=args.expect)
     return 0

@@ -104,3 +104,20 @@ def _load_shards(prepared: Path, spec: dict) -> ShardedArray:
     if not shards:
         raise DawnpipeError(f"{prepared / 'manifest.json'}: a split without shards")
     return ShardedArray(shards)
+
+
+def prepared_dir(path: Path, task: str) -> Path:
+    """The prepared data of ``task``: ``path`` itself when it holds a
+    manifest.json, else ``path/<task>`` (``path`` is then a directory of
+    prepared data sets, one per task, like data/prepared/; DVC passes that,
+    since its stage templates cannot look up an entry's task)."""
+    path = Path(path)
+    found = path if (path / "manifest.json").is_file() else path / task
+    manifest = found / "manifest.json"
+    if not manifest.is_file():
+        raise DawnpipeError(f"{path}: no prepared data for task {task} (no {path / 'manifest.json'} or {manifest}); "
+                            f"run 'dawnpipe prepare {task} --out {path / task}' first (with DVC: add {task} to the data sets in dvc.yaml)")
+    prepared_task = read_json(manifest).get("task", task)
+    if prepared_task != task:
+        raise DawnpipeError(f"{manifest}: data prepared for task {prepared_task!r}, not {task!r}")
+    return found

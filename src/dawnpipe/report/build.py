@@ -21,7 +21,9 @@ import pandas as pd
 from dawnpipe import leaderboard
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import read_json, write_csv, write_json, write_parquet, write_text
+from dawnpipe.report.frameworks import framework_comparison
 from dawnpipe.report.render import render_html
+from dawnpipe.runfiles import files_under, run_dirs
 from dawnpipe.runinfo import now_iso
 from dawnpipe.tasks import get_task
 
@@ -37,6 +39,8 @@ def load_run(run_dir: Path) -> dict[str, Any]:
         "tta": read_json(run_dir / "time_to_accuracy.json"),
         "latency": read_json(run_dir / "latency.json"),
         "log": pd.read_parquet(run_dir / "train.parquet"),
+        **{name: read_json(run_dir / f"{name}.json") if (run_dir / f"{name}.json").is_file() else None
+           for name in ("utilization", "sensitivity")},  # optional: the analysis stages of issue 9
     }
 
 
@@ -59,8 +63,13 @@ def objective_rows(runs: list[dict[str, Any]]) -> tuple[list[dict], list[dict]]:
                          "epochs": tta["epochs_to_accuracy"], "wall_hours": tta["wall_time_to_accuracy_hours"]})
             if tta["cost_usd"] is not None:
                 rows.append({**common, "objective": "train_cost", "value": tta["cost_usd"]})
+            energy = (r.get("utilization") or {}).get("energy") or {}
+            if energy.get("energy_to_accuracy_j") is not None:  # shown only where measured
+                rows.append({**common, "objective": "train_energy", "value": energy["energy_to_accuracy_j"], "energy_source": energy["source"]})
         else:
-            excluded.append({"source": common["source"], "objectives": ["train_time", "train_cost"], "reason": tta["reason"]})
+            measured = ((r.get("utilization") or {}).get("energy") or {}).get("run_j") is not None
+            excluded.append({"source": common["source"], "objectives": ["train_time", "train_cost"] + (["train_energy"] if measured else []),
+                             "reason": tta["reason"]})
         extra = {"backend": lat["backend"], "threads": lat["threads"], "accuracy": lat["accuracy"], "items": lat["items"]}
         if lat["meets_threshold"]:
             rows.append({**common, **extra, "objective": "inference_latency", "value": lat["latency_mean_ms"],
@@ -96,8 +105,8 @@ def runs_table(runs: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def configure(p) -> None:
-    p.add_argument("--runs", nargs="+", required=True, type=Path, help="run directories (results/runs/<entry>/seed<k>)")
-    p.add_argument("--stability", nargs="*", default=[], type=Path, help="stability JSON of each entry")
+    p.add_argument("--runs", nargs="+", required=True, type=Path, help="run directories (results/runs/<entry>/seed<k>), or directories holding them")
+    p.add_argument("--stability", nargs="*", default=[], type=Path, help="stability JSON of each entry, or directories holding them")
     p.add_argument("--config-name", default="", help="the configuration the runs came from (shown in the page)")
     p.add_argument("--json", required=True, type=Path, help="output: leaderboard JSON")
     p.add_argument("--html", required=True, type=Path, help="output: self-contained leaderboard HTML")
@@ -106,12 +115,13 @@ def configure(p) -> None:
 
 
 def run(args) -> int:
-    runs = [load_run(d) for d in args.runs]
-    stability = [read_json(p) for p in args.stability]
+    runs = [load_run(d) for d in run_dirs(args.runs)]
+    stability = [read_json(p) for p in files_under(args.stability, "*.json")]
     rows, excluded = objective_rows(runs)
     board = leaderboard.build(rows, excluded)
     board["generated"] = now_iso()
     board["config"] = args.config_name
+    board["frameworks"] = framework_comparison(runs)
     table = runs_table(runs)
     html = render_html(board, runs, stability, config_name=args.config_name)
     write_parquet(args.table, table)

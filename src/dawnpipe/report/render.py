@@ -12,6 +12,7 @@ import jinja2
 
 from dawnpipe.display import format_hours, format_ms, format_usd
 from dawnpipe.leaderboard import OBJECTIVES
+from dawnpipe.report import telemetry_sections
 from dawnpipe.report.svg import line_chart
 from dawnpipe.scaling import wants_section as wants_scaling
 from dawnpipe.tasks import all_tasks
@@ -60,6 +61,9 @@ SECTIONS = [
     ("sections/excluded.html.j2", lambda ctx: bool(ctx["board"]["excluded"])),
     ("sections/stability.html.j2", lambda ctx: bool(ctx["stability"])),
     ("sections/scaling.html.j2", wants_scaling),  # fills ctx["scaling"]
+    ("sections/utilization.html.j2", lambda ctx: bool(ctx["energy"])),
+    ("sections/sensitivity.html.j2", lambda ctx: bool(ctx["sensitivity"])),
+    ("sections/frameworks.html.j2", lambda ctx: bool(ctx["board"].get("frameworks"))),
     ("sections/runs.html.j2", lambda ctx: bool(ctx["runs"])),
 ]
 
@@ -73,5 +77,6 @@ def render_html(board: dict[str, Any], runs: list[dict[str, Any]], stability: li
         curves=curves_by_task(runs), config_name=config_name, machine=runs[0]["run"]["environment"] if runs else {},
         demo=any(t["demo_threshold"] for t in tables if t["rows"]) or any(r["run"]["demo_threshold"] for r in runs),
     )
+    ctx.update(telemetry_sections.context(runs))
     ctx["sections"] = [{"template": name} for name, wanted in SECTIONS if wanted(ctx)]
     return _env().get_template("leaderboard.html.j2").render(**ctx)

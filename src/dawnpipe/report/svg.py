@@ -30,13 +30,15 @@ def _fmt(v: float) -> str:
 
 
 def line_chart(series: Sequence[tuple[str, Sequence[float], Sequence[float]]], *, x_label: str, y_label: str,
-               hline: float | None = None, hline_label: str = "", markers: bool = True, title: str = "") -> Markup:
-    """series: (label, xs, ys). A horizontal line (the threshold) when ``hline`` is given."""
+               hline: float | None = None, hline_label: str = "", markers: bool = True, title: str = "",
+               x_min: float | None = None) -> Markup:
+    """series: (label, xs, ys). A horizontal line (the threshold) when ``hline`` is given.
+    The x axis starts at 0 (or the smallest x below it) unless ``x_min`` is given."""
     xs = [x for _, sx, _ in series for x in sx if math.isfinite(x)]
     ys = [y for _, _, sy in series for y in sy if math.isfinite(y)] + ([hline] if hline is not None else [])
     if not xs or not ys:
         return Markup('<p class="empty">no data to plot</p>')
-    x0, x1 = 0.0 if min(xs) >= 0 else min(xs), max(xs) or 1.0
+    x0, x1 = (x_min if x_min is not None else 0.0 if min(xs) >= 0 else min(xs)), max(xs) or 1.0
     y0, y1 = min(ys), max(ys)
     pad = (y1 - y0) * 0.05 or 1.0
     y0, y1 = y0 - pad, y1 + pad
@@ -69,6 +71,66 @@ def line_chart(series: Sequence[tuple[str, Sequence[float], Sequence[float]]], *
             out.extend(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="2.2" fill="{color}"/>' for x, y in zip(sx, sy) if math.isfinite(x) and math.isfinite(y))
         ly = T + 12 + 16 * i
         out.append(f'<rect x="{W - R + 10}" y="{ly - 8}" width="10" height="10" fill="{color}"/>'
+                   f'<text x="{W - R + 24}" y="{ly + 1}">{escape(label[:24])}</text>')
+    out.append("</svg>")
+    return Markup("".join(out))
+
+
+def _log_ticks(lo: float, hi: float) -> list[float]:
+    return [10.0 ** e for e in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1) if lo <= 10.0 ** e <= hi]
+
+
+def _si(v: float, unit: str) -> str:
+    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(v) >= factor:
+            return f"{v / factor:.3g} {prefix}{unit}"
+    return f"{v:.3g} {unit}"
+
+
+def roofline_chart(points: Sequence[tuple[str, float, float]], ceilings: Sequence[tuple[str, float | None, float | None]], *,
+                   title: str = "") -> Markup:
+    """Log-log roofline: points (label, FLOP/byte, FLOP/s); ceilings (label,
+    peak FLOP/s, memory bytes/s), each drawn as min(peak, bandwidth x intensity)."""
+    pts = [(lab, x, y) for lab, x, y in points if x and y and x > 0 and y > 0 and math.isfinite(x) and math.isfinite(y)]
+    if not pts:
+        return Markup('<p class="empty">no run with counted FLOPs to plot</p>')
+    xs = [x for _, x, _ in pts] + [p / b for _, p, b in ceilings if p and b]
+    ys = [y for _, _, y in pts] + [p for _, p, _ in ceilings if p]
+    x0, x1 = min(xs) / 4, max(xs) * 4
+    y0, y1 = min(ys) / 4, max(ys) * 2
+    pw, ph = W - L - R, H - T - B
+    lx0, lx1, ly0, ly1 = math.log10(x0), math.log10(x1), math.log10(y0), math.log10(y1)
+
+    def px(x):
+        return L + (math.log10(x) - lx0) / (lx1 - lx0) * pw
+
+    def py(y):
+        return T + ph - (math.log10(y) - ly0) / (ly1 - ly0) * ph
+
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" class="chart" role="img" aria-label="{escape(title or "roofline")}">',
+           f'<rect x="{L}" y="{T}" width="{pw}" height="{ph}" fill="#fff" stroke="#999"/>']
+    for t in _log_ticks(x0, x1):
+        out.append(f'<line x1="{px(t):.1f}" y1="{T}" x2="{px(t):.1f}" y2="{T + ph + 4}" stroke="#eee"/>'
+                   f'<text x="{px(t):.1f}" y="{T + ph + 16}" text-anchor="middle">{escape(f"{t:g}")}</text>')
+    for t in _log_ticks(y0, y1):
+        out.append(f'<line x1="{L - 4}" y1="{py(t):.1f}" x2="{L + pw}" y2="{py(t):.1f}" stroke="#eee"/>'
+                   f'<text x="{L - 6}" y="{py(t) + 4:.1f}" text-anchor="end">{escape(_si(t, "FLOP/s"))}</text>')
+    out.append(f'<text x="{L + pw / 2}" y="{H - 8}" text-anchor="middle">arithmetic intensity (FLOP per byte of operand traffic)</text>')
+    out.append(f'<text transform="translate(10 {T + ph / 2}) rotate(-90)" text-anchor="middle">achieved FLOP/s</text>')
+    for label, peak, bw in ceilings:
+        samples = [x0 * (x1 / x0) ** (i / 60) for i in range(61)]
+        roof = [(x, min(v for v in (peak, (bw * x) if bw else None) if v)) for x in samples if peak or bw]
+        roof = [(x, y) for x, y in roof if y0 <= y <= y1 * 10]
+        if roof:
+            line = " ".join(f"{px(x):.1f},{py(min(y, y1)):.1f}" for x, y in roof)
+            out.append(f'<polyline fill="none" stroke="#000" stroke-width="1.4" stroke-dasharray="6 3" points="{line}"><title>{escape(label)}</title></polyline>')
+            lx, ly = roof[-1]
+            out.append(f'<text x="{px(lx) - 4:.1f}" y="{py(min(ly, y1)) - 5:.1f}" text-anchor="end">{escape(label[:60])}</text>')
+    for i, (label, x, y) in enumerate(pts):
+        color = PALETTE[i % len(PALETTE)]
+        out.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="4" fill="{color}"><title>{escape(label)}: {escape(_si(y, "FLOP/s"))} at {x:.3g} FLOP/byte</title></circle>')
+        ly = T + 12 + 16 * i
+        out.append(f'<circle cx="{W - R + 15}" cy="{ly - 3}" r="4" fill="{color}"/>'
                    f'<text x="{W - R + 24}" y="{ly + 1}">{escape(label[:24])}</text>')
     out.append("</svg>")
     return Markup("".join(out))

@@ -26,6 +26,7 @@ class Task:
     inference_items: int
     inference_accuracy_field: str
     data: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    sensitivity_ladder: tuple[float, ...] = ()  # thresholds below the official one (SPEC.md section 4)
 
     @property
     def metric_max(self) -> float:
@@ -49,6 +50,7 @@ def _from_yaml(doc: dict[str, Any]) -> Task:
         inference_items=int(inf["items"]),
         inference_accuracy_field=inf["accuracy_field"],
         data=doc.get("data") or {},
+        sensitivity_ladder=tuple(float(t) for t in m.get("sensitivity_ladder") or ()),
     )
 
 

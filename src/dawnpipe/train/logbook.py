@@ -47,6 +47,31 @@ class Logbook:
         self.rows.append(row)
         return first
 
+    def epoch_row(self, epoch: int, clock_seconds: float, metrics: dict[str, float], *, train_loss: float, eval_loss: float,
+                  eval_seconds: float, epoch_seconds: float, lr: float, items: int) -> dict[str, Any]:
+        """One epoch's row (wall_hours and checkpoint_seconds are filled in once known)."""
+        return {
+            "epoch": epoch, "hours": clock_seconds / 3600.0, **metrics,
+            "wall_hours": None, "train_loss": train_loss, "eval_loss": eval_loss, "eval_seconds": eval_seconds,
+            "checkpoint_seconds": 0.0, "epoch_train_seconds": epoch_seconds, "lr": lr,
+            "items_per_second": items / epoch_seconds if epoch_seconds > 0 else float("nan"),
+        }
+
+    def summary(self, *, clock_seconds: float, wall_seconds: float, stopped_early: bool, resumed_from: int | None) -> dict[str, Any]:
+        """The framework-independent part of the summary a trainer returns to train.cli (run.json's result)."""
+        reached = self.reached_row
+        return {
+            "reached": reached is not None,
+            "threshold_epoch": reached["epoch"] if reached else None,
+            "time_to_accuracy_hours": reached["hours"] if reached else None,
+            "epochs_run": self.rows[-1]["epoch"],
+            "stopped_at_threshold": stopped_early,
+            "training_hours": clock_seconds / 3600.0,
+            "wall_hours": wall_seconds / 3600.0,
+            "best_metric": max(r[self.threshold_column] for r in self.rows),
+            "resumed_from_epoch": resumed_from,
+        }
+
     def tsv_text(self) -> str:
         cols = ["epoch", "hours", *self.metric_columns]
         lines = ["\t".join(cols)]

@@ -41,6 +41,7 @@ from dawnpipe.models.squad_reader import best_spans, build_reader
 from dawnpipe.squad.evaluate import score_answer
 from dawnpipe.squad.text import TOKENIZER, kept_size, pad_batch
 from dawnpipe.tasks import get_task
+from dawnpipe.telemetry import mark_training_clock
 from dawnpipe.train.logbook import Logbook
 from dawnpipe.train.schedule import lr_at
 from dawnpipe.train.torch_trainer import (Outputs, TrainingClock, autocast, build_optimizer, pick_device,  # noqa: F401 (Outputs: trainer contract)
@@ -235,6 +236,7 @@ def train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: in
           f"threshold {task.metric_column} >= {settings['threshold']:g}" + (" (demo threshold)" if settings["demo_threshold"] else ""))
 
     wall_start = time.perf_counter() - wall_offset
+    mark_training_clock(wall_start)  # places the log's wall_hours on the telemetry samples
     stopped_early = False
     for epoch in range(start_epoch, hp["epochs"]):
         if logbook.reached_row is not None and settings["stop_at_threshold"]:  # resumed after reaching it

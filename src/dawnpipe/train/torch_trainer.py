@@ -41,6 +41,7 @@ from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import atomic_path, move_into_place
 from dawnpipe.models.torch_zoo import build_model
 from dawnpipe.tasks import get_task
+from dawnpipe.telemetry import mark_training_clock
 from dawnpipe.train import distributed as ddp
 from dawnpipe.train.data_source import device_images, draw_resized_crop, epoch_batches, image_stats, resized_crop
 from dawnpipe.train.distributed import SINGLE, Rank
@@ -301,6 +302,7 @@ def _train(settings, data_dir: Path, out: Outputs, *, resume: bool, rank: Rank, 
               flush=True)
 
     wall_start = time.perf_counter() - wall_offset
+    mark_training_clock(wall_start)  # places the log's wall_hours on the telemetry samples
     stopped_early = False
     for epoch in range(start_epoch, hp["epochs"]):
         if logbook.reached_row is not None and settings["stop_at_threshold"]:  # resumed after reaching it

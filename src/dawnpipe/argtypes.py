@@ -1,0 +1,66 @@
+"""Argument forms shared by stage commands, so that both workflow front ends
+can call the same ``python -m dawnpipe <stage>`` with config values.
+
+Snakemake computes arguments in Python (``--threshold 70.0``, a flag only when
+true, an option only when set). DVC can only interpolate config values into
+``dvc.yaml``: YAML null arrives as ``None``, booleans as ``true``/``false``,
+and a mapping as ``--key value`` pairs (dict unpacking), so a per-task mapping
+of the config (``thresholds:``, ``data_sources:``) arrives as
+``--fashion-mnist 70.0``. These types accept both forms with one meaning.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any, Callable
+
+_NULLS = {"none", "null", "~", ""}
+_TRUE = {"true", "yes", "on", "1"}
+_FALSE = {"false", "no", "off", "0"}
+
+
+def optional_int(text: str) -> int | None:
+    """A positive integer, or None/null (= not set, as the config says with null)."""
+    if text.strip().lower() in _NULLS:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number or null, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number >= 1 or null, got {value}")
+    return value
+
+
+def boolean(text: str) -> bool:
+    word = text.strip().lower()
+    if word in _TRUE:
+        return True
+    if word in _FALSE:
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def add_flag(parser, name: str, help: str) -> None:
+    """``--name`` alone means true; ``--name true|false`` states the value."""
+    parser.add_argument(name, nargs="?", const=True, default=False, type=boolean, metavar="BOOL", help=help)
+
+
+def add_task_options(parser, *, what: str, dest: str, type: Callable[[str], Any], metavar: str, nargs: str | None = None) -> None:
+    """``--<task> VALUE`` for every known task: a config mapping task -> value
+    (what DVC's dict unpacking writes). The command uses its own task's value."""
+    from dawnpipe.tasks import all_tasks
+
+    group = parser.add_argument_group(
+        f"{what} by task", f"the config's per-task mapping as '--<task> {metavar}' pairs; only this run's task is used")
+    for name in all_tasks():
+        group.add_argument(f"--{name}", dest=_task_dest(dest, name), type=type, metavar=metavar, nargs=nargs, help=f"{what} for {name}")
+
+
+def task_option(args, dest: str, task: str) -> Any:
+    """The ``--<task>`` value given for ``task`` (None when absent)."""
+    return getattr(args, _task_dest(dest, task), None)
+
+
+def _task_dest(dest: str, task: str) -> str:
+    return f"{dest}__{task.replace('-', '_')}"

@@ -1,0 +1,110 @@
+"""Keras models of the benchmark entries: the same networks as
+``dawnpipe.models.torch_zoo``, layer for layer.
+
+- ``resnet`` (``resnet20`` ... ``resnet110``, ``resnet164``): the CIFAR ResNets
+  of He et al. (2016); basic blocks (depth = 6n + 2) or bottlenecks
+  (depth = 9n + 2), 1x1-conv + batch-norm projection shortcuts.
+
+What "the same" takes in Keras, and why:
+- Layer names are the PyTorch module paths of ``CifarResNet``
+  (``features.3.body.0``, ``head``), so a PyTorch ``state_dict`` maps onto
+  the Keras weights one to one; the tests load one into the other and compare
+  the outputs, which checks the architecture, not just its size.
+- Strided 3x3 convolutions get explicit symmetric zero padding: Keras'
+  ``padding="same"`` pads an even input only at the bottom/right when the
+  stride is 2, which would shift the body's sampling grid one pixel away from
+  the shortcut's (PyTorch pads 1 on every side).
+- Batch norm uses PyTorch's momentum and epsilon (Keras' defaults are 0.99 and
+  1e-3; PyTorch's 0.1 is Keras' 0.9). Keras counts the moving mean/variance as
+  non-trainable parameters; PyTorch keeps them as buffers. The trainable
+  parameter count equals PyTorch's ``sum(p.numel() for p in parameters())``.
+- Initialisation as in PyTorch: Kaiming-normal (fan-out, ReLU) convolutions,
+  and PyTorch's default uniform(+-1/sqrt(fan_in)) for the linear head.
+- Layout is NHWC (TensorFlow's only convolution layout on CPUs).
+"""
+
+from __future__ import annotations
+
+import math
+
+import keras
+from keras import layers
+
+BN_MOMENTUM = 0.9  # PyTorch BatchNorm2d(momentum=0.1): moving = 0.9 * moving + 0.1 * batch
+BN_EPSILON = 1e-5  # PyTorch's default
+
+
+def conv_bn(x, c_out: int, kernel: int, stride: int, name: str, bn_name: str):
+    """Conv (no bias) + batch norm with PyTorch's padding ``kernel // 2`` on every side."""
+    if stride > 1 and kernel > 1:
+        x = layers.ZeroPadding2D(kernel // 2, name=f"{name}.pad")(x)
+        padding = "valid"
+    else:
+        padding = "same"  # stride 1, odd kernel: symmetric, as in PyTorch
+    x = layers.Conv2D(
+        c_out, kernel, strides=stride, padding=padding, use_bias=False, name=name,
+        kernel_initializer=keras.initializers.VarianceScaling(2.0, mode="fan_out", distribution="untruncated_normal"),
+    )(x)
+    return layers.BatchNormalization(momentum=BN_MOMENTUM, epsilon=BN_EPSILON, name=bn_name)(x)
+
+
+def basic_block(x, c_in: int, width: int, stride: int, path: str) -> tuple:
+    c_out = width
+    y = conv_bn(x, width, 3, stride, f"{path}.body.0", f"{path}.body.1")
+    y = layers.ReLU(name=f"{path}.body.2")(y)
+    y = conv_bn(y, c_out, 3, 1, f"{path}.body.3", f"{path}.body.4")
+    short = conv_bn(x, c_out, 1, stride, f"{path}.shortcut.0", f"{path}.shortcut.1") if stride != 1 or c_in != c_out else x
+    return layers.ReLU(name=f"{path}.relu")(layers.Add(name=f"{path}.add")([y, short])), c_out
+
+
+def bottleneck_block(x, c_in: int, width: int, stride: int, path: str) -> tuple:
+    c_out = width * 4
+    y = conv_bn(x, width, 1, 1, f"{path}.body.0", f"{path}.body.1")
+    y = layers.ReLU(name=f"{path}.body.2")(y)
+    y = conv_bn(y, width, 3, stride, f"{path}.body.3", f"{path}.body.4")
+    y = layers.ReLU(name=f"{path}.body.5")(y)
+    y = conv_bn(y, c_out, 1, 1, f"{path}.body.6", f"{path}.body.7")
+    short = conv_bn(x, c_out, 1, stride, f"{path}.shortcut.0", f"{path}.shortcut.1") if stride != 1 or c_in != c_out else x
+    return layers.ReLU(name=f"{path}.relu")(layers.Add(name=f"{path}.add")([y, short])), c_out
+
+
+def cifar_resnet(depth: int = 20, block: str = "basic", width: int = 16, *, input_shape: tuple[int, int, int],
+                 num_classes: int = 10, name: str | None = None) -> keras.Model:
+    block_fn, per_block = {"basic": (basic_block, 2), "bottleneck": (bottleneck_block, 3)}[block]
+    if (depth - 2) % (3 * per_block):
+        raise ValueError(f"a {block} CIFAR ResNet needs depth = {3 * per_block}n + 2, not {depth}")
+    n = (depth - 2) // (3 * per_block)
+    inputs = keras.Input(shape=input_shape, name="image")
+    x = conv_bn(inputs, width, 3, 1, "features.0", "features.1")
+    x = layers.ReLU(name="features.2")(x)
+    c_in, index = width, 3
+    for stage, w in enumerate((width, 2 * width, 4 * width)):
+        for i in range(n):
+            x, c_in = block_fn(x, c_in, w, 2 if stage > 0 and i == 0 else 1, f"features.{index}")
+            index += 1
+    x = layers.GlobalAveragePooling2D(name="pool")(x)
+    bound = 1.0 / math.sqrt(c_in)  # PyTorch's nn.Linear default
+    logits = layers.Dense(
+        num_classes, name="head",
+        kernel_initializer=keras.initializers.VarianceScaling(1.0 / 3.0, mode="fan_in", distribution="uniform"),
+        bias_initializer=keras.initializers.RandomUniform(-bound, bound),
+    )(x)
+    return keras.Model(inputs, logits, name=name or f"resnet{depth}")
+
+
+def build_model(name: str, *, input_shape: tuple[int, int, int], num_classes: int, **kwargs) -> keras.Model:
+    """The Keras twin of ``torch_zoo.build_model`` (input_shape is H, W, C)."""
+    if name.startswith("resnet") and name[6:].isdigit():
+        depth = int(name[6:])
+        kwargs.setdefault("block", "bottleneck" if depth == 164 else "basic")
+        return cifar_resnet(depth, input_shape=tuple(input_shape), num_classes=num_classes, **kwargs)
+    raise ValueError(f"unknown Keras model {name!r} (known: resnet20/32/44/56/110 basic, resnet164 bottleneck)")
+
+
+def parameter_counts(model: keras.Model) -> dict[str, int]:
+    """Trainable parameters (PyTorch's ``parameters()``) and non-trainable state
+    (batch-norm moving statistics: PyTorch's float buffers)."""
+    def count(variables):
+        return int(sum(math.prod(v.shape) for v in variables))
+
+    return {"trainable": count(model.trainable_weights), "non_trainable": count(model.non_trainable_weights)}

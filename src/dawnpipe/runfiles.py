@@ -1,0 +1,45 @@
+"""Find run results below directories.
+
+Snakemake names every input file of an aggregate stage (it expands the
+config's entries x seeds); DVC cannot (its templates interpolate scalars, not
+lists), so its stability and report stages name directories instead and the
+commands look inside: ``report --runs results/runs`` or
+``stability --entry E results/runs/E``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+from dawnpipe.errors import DawnpipeError
+
+
+def files_under(paths: Iterable[Path], pattern: str) -> list[Path]:
+    """Each file as given; each directory replaced by the files matching
+    ``pattern`` anywhere below it, in path order."""
+    found: list[Path] = []
+    for path in map(Path, paths):
+        if not path.is_dir():
+            found.append(path)  # a missing file is reported by whoever reads it
+            continue
+        below = sorted(p for p in path.rglob(pattern) if p.is_file())
+        if not below:
+            raise DawnpipeError(f"{path}: no {pattern} below this directory")
+        found.extend(below)
+    return found
+
+
+def run_dirs(paths: Iterable[Path]) -> list[Path]:
+    """Each run directory (one holding run.json) as given; any other
+    directory replaced by the run directories below it, in path order."""
+    found: list[Path] = []
+    for path in map(Path, paths):
+        if not path.is_dir() or (path / "run.json").is_file():
+            found.append(path)
+            continue
+        below = sorted(p.parent for p in path.rglob("run.json"))
+        if not below:
+            raise DawnpipeError(f"{path}: no run directory (with run.json) below this directory")
+        found.extend(below)
+    return found

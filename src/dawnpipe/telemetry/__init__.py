@@ -1,0 +1,34 @@
+"""Where the time goes: hardware telemetry, energy, FLOP utilization and
+threshold sensitivity (SPEC.md section 4).
+
+- ``sampler``: a background thread that samples the hardware at a fixed
+  interval while a run trains or answers items (NVML per GPU, psutil for the
+  process, RAPL package energy where the kernel exposes it) and writes one
+  Parquet file next to the run's log.
+- ``energy``: joules from those samples, over the same spans as the training
+  clock (energy to accuracy).
+- ``flops`` / ``peaks``: model FLOPs per item, the device's peak rates, the
+  CPU's measured peak; ``utilization`` combines them per run.
+- ``sensitivity``: time to accuracy at a ladder of thresholds.
+
+Trainers and the inference stage need only this module's light API:
+``sampling(...)`` around the run and ``mark_training_clock(start)`` where the
+training clock's wall-clock origin is taken. Importing it costs no framework.
+"""
+
+from dawnpipe.telemetry.sampler import Sampler, mark_training_clock, sampling
+
+__all__ = ["Sampler", "mark_training_clock", "run_record", "sampling"]
+
+
+def run_record(sampler: Sampler | None, interval_s: float | None, *, framework: str, environment: dict, precision: str) -> dict:
+    """run.json's ``telemetry``: the sampler's summary and, for a CPU run, the
+    CPU's peak measured once, after training, by a short matrix-multiply probe."""
+    from dawnpipe.telemetry.sampler import summary_of
+
+    record = summary_of(sampler, interval_s)
+    if not str(environment.get("device", "cpu")).startswith("cuda"):
+        from dawnpipe.telemetry.peaks import probe_cpu
+
+        record["cpu_peak"] = probe_cpu(framework, tuple(dict.fromkeys(("fp32", precision))))
+    return record

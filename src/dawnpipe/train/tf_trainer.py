@@ -1,0 +1,358 @@
+"""TensorFlow (Keras) trainer: one entry, one seed; the contract of
+``torch_trainer`` (same prepared data, logs, clock, checkpoint, summary).
+
+A custom training loop around one ``tf.function`` step rather than
+``model.fit``: the learning rate is ``schedule.lr_at`` of the fractional
+epoch at every step (as in PyTorch), the clock brackets exactly the training
+loop, and evaluation and checkpointing run between epochs with the clock
+stopped, not inside callbacks whose time ``fit`` would mix into its own.
+
+The training clock (SPEC.md, objective 1) covers each epoch's loop:
+shuffling, augmentation, forward, backward and the optimizer step, and in the
+first epoch (and the first after a resume) the tracing of the step into a
+graph: that is what training costs in TensorFlow. On a GPU the clock is read
+only after ``sync`` (all queued kernels done). The data set is on the device
+once, as uint8, before the clock starts; batches are gathered and augmented
+inside the graph.
+
+Same recipe as PyTorch, by construction:
+- Model: ``tf_zoo``, layer for layer ``torch_zoo`` (tests compare outputs).
+- Weight decay as PyTorch's SGD/Adam do it (L2 added to the gradient, here as
+  ``wd/2 * sum(w^2)`` in the loss, over every trainable variable); AdamW's is
+  decoupled in both (Keras' ``weight_decay``). Adam's epsilon is PyTorch's 1e-8.
+- Keras' SGD keeps ``lr * gradient`` in its velocity, PyTorch keeps the bare
+  gradient and multiplies by the current rate. They agree while the rate is
+  constant; at a step of the schedule Keras' velocity carries the old rate for
+  a few steps (0.9^k). We keep the framework's own optimizer: that difference
+  is part of what a framework comparison measures.
+- Batch norm's moving variance: Keras updates it with the biased batch
+  variance, PyTorch with the unbiased one (a factor n/(n-1) per update).
+- ``channels_last`` is always true in effect: TensorFlow's CPU convolutions
+  are NHWC only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dawnpipe import tf_runtime
+from dawnpipe.data.loader import ShardedArray, Split, load_split
+from dawnpipe.entries import config_hash
+from dawnpipe.errors import DawnpipeError
+from dawnpipe.fileio import move_into_place
+from dawnpipe.tasks import get_task
+from dawnpipe.telemetry import mark_training_clock
+from dawnpipe.train.logbook import Logbook
+from dawnpipe.train.schedule import lr_at
+
+tf = tf_runtime.tf
+
+
+@dataclass(frozen=True)
+class Outputs:
+    tsv: Path
+    parquet: Path
+    checkpoint: Path
+    run_json: Path
+    work_dir: Path
+
+
+class TrainingClock:
+    """Accumulates seconds spent inside ``with clock.running():`` blocks."""
+
+    def __init__(self, device: str, elapsed: float = 0.0):
+        self.device = device
+        self.elapsed = elapsed
+
+    @contextlib.contextmanager
+    def running(self):
+        tf_runtime.sync(self.device)
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            tf_runtime.sync(self.device)
+            self.elapsed += time.perf_counter() - start
+
+
+def as_nhwc(images: np.ndarray) -> np.ndarray:
+    x = np.array(images)  # a writable copy of the memory map
+    return x[..., None] if x.ndim == 3 else x
+
+
+def check_supported(entry: dict[str, Any], split: Split) -> None:
+    """What the PyTorch trainer does and this one does not (yet): say so, by name."""
+    if isinstance(split.images, ShardedArray):
+        raise DawnpipeError(f"entry {entry['id']}: the TensorFlow trainer keeps the data set in memory; "
+                            f"{entry['task']} is prepared in shards (too large), which only the PyTorch trainer streams")
+    layout = entry.get("distributed") or {}
+    if layout.get("nodes", 1) * layout.get("processes_per_node", 1) > 1:
+        raise DawnpipeError(f"entry {entry['id']}: distributed training is implemented by the PyTorch trainer only; "
+                            f"a TensorFlow entry runs in one process (distributed: nodes 1, processes_per_node 1)")
+    if entry["hyperparameters"]["augment"].get("random_resized_crop", {}).get("size"):
+        raise DawnpipeError(f"entry {entry['id']}: hyperparameters.augment.random_resized_crop is not implemented by the TensorFlow trainer")
+
+
+def channel_stats(images: np.ndarray, chunk: int = 10000) -> tuple[list[float], list[float]]:
+    """Per-channel mean and (unbiased, like torch.std) std of uint8 NHWC images scaled to [0, 1]."""
+    c = images.shape[-1]
+    total, total_sq, n = np.zeros(c), np.zeros(c), 0
+    for start in range(0, images.shape[0], chunk):
+        x = images[start:start + chunk].reshape(-1, c).astype(np.float64) / 255.0
+        total += x.sum(axis=0)
+        total_sq += np.square(x).sum(axis=0)
+        n += x.shape[0]
+    mean = total / n
+    var = (total_sq - n * mean**2) / (n - 1)
+    return mean.tolist(), np.sqrt(np.maximum(var, 0.0)).tolist()
+
+
+def set_precision(precision: str, device: str) -> None:
+    import keras
+
+    if precision == "fp16" and not tf_runtime.device_label(device).startswith("cuda"):
+        raise DawnpipeError("precision fp16 needs a CUDA device (use bf16 on CPUs)")
+    keras.mixed_precision.set_global_policy(tf_runtime.POLICIES[precision])
+
+
+def build_optimizer(hp: dict[str, Any]):
+    import keras
+
+    if hp["optimizer"] == "sgd":
+        opt = keras.optimizers.SGD(learning_rate=hp["lr"], momentum=hp["momentum"], nesterov=hp["nesterov"])
+    elif hp["optimizer"] == "adam":
+        opt = keras.optimizers.Adam(learning_rate=hp["lr"], beta_1=hp["momentum"], beta_2=0.999, epsilon=1e-8)
+    else:
+        opt = keras.optimizers.AdamW(learning_rate=hp["lr"], weight_decay=hp["weight_decay"], beta_1=hp["momentum"], beta_2=0.999, epsilon=1e-8)
+    return keras.optimizers.LossScaleOptimizer(opt) if hp["precision"] == "fp16" else opt
+
+
+def augment(x, pad: int, flip: bool, gen):
+    """Per-item random crop (after zero padding) and horizontal flip of a float NHWC batch."""
+    n, h, w = tf.shape(x)[0], x.shape[1], x.shape[2]
+    if pad:
+        xp = tf.pad(x, [[0, 0], [pad, pad], [pad, pad], [0, 0]])
+        dy = gen.uniform([n], 0, 2 * pad + 1, dtype=tf.int32)
+        dx = gen.uniform([n], 0, 2 * pad + 1, dtype=tf.int32)
+        rows = tf.range(h)[None, :] + dy[:, None]
+        cols = tf.range(w)[None, :] + dx[:, None]
+        x = tf.gather(xp, rows, axis=1, batch_dims=1)
+        x = tf.gather(x, cols, axis=2, batch_dims=1)
+    if flip:
+        mask = gen.uniform([n]) < 0.5
+        x = tf.where(mask[:, None, None, None], tf.reverse(x, axis=[2]), x)
+    return x
+
+
+def make_steps(model, optimizer, hp, gen, train_x, train_y, mean, std, image_shape):
+    """(train_step(idx, lr) -> summed cross-entropy of the batch, eval_logits(uint8 batch) -> float32 logits)."""
+    mean = tf.constant(mean, tf.float32)
+    std = tf.constant(std, tf.float32)
+    aug = hp["augment"]
+    n_classes = model.output_shape[-1]
+    smoothing = hp["label_smoothing"]
+    l2 = hp["weight_decay"] if hp["optimizer"] != "adamw" else 0.0  # coupled L2, as torch's weight_decay
+    fp16 = hp["precision"] == "fp16"
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.int32), tf.TensorSpec([], tf.float32)])
+    def train_step(idx, lr):
+        x = tf.cast(tf.gather(train_x, idx), tf.float32) / 255.0
+        x = (augment(x, aug["crop_padding"], aug["flip"], gen) - mean) / std
+        y = tf.one_hot(tf.cast(tf.gather(train_y, idx), tf.int32), n_classes)
+        if smoothing:
+            y = y * (1.0 - smoothing) + smoothing / n_classes
+        with tf.GradientTape() as tape:
+            logits = tf.cast(model(x, training=True), tf.float32)
+            ce = tf.nn.softmax_cross_entropy_with_logits(labels=y, logits=logits)
+            loss = tf.reduce_mean(ce)
+            if l2:
+                loss += 0.5 * l2 * tf.add_n([tf.reduce_sum(tf.square(v)) for v in model.trainable_variables])
+            if fp16:
+                loss = optimizer.scale_loss(loss)
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.learning_rate.assign(lr)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return tf.reduce_sum(ce)
+
+    @tf.function(input_signature=[tf.TensorSpec([None, *image_shape], tf.uint8)])
+    def eval_logits(images):
+        x = (tf.cast(images, tf.float32) / 255.0 - mean) / std
+        logits = tf.cast(model(x, training=False), tf.float32)
+        if hp["tta_flip"]:
+            logits += tf.cast(model(tf.reverse(x, axis=[2]), training=False), tf.float32)
+        return logits
+
+    return train_step, eval_logits
+
+
+def evaluate(eval_logits, images, labels: np.ndarray, hp, metric_columns) -> tuple[dict[str, float], float]:
+    """Metrics in percent for ``metric_columns`` (top1Accuracy/top5Accuracy) and the mean loss."""
+    ks = tuple(k for k, col in ((1, "top1Accuracy"), (5, "top5Accuracy")) if col in metric_columns) or (1,)
+    correct = dict.fromkeys(ks, 0)
+    loss_sum = 0.0
+    bs = hp["eval_batch_size"]
+    for start in range(0, labels.shape[0], bs):
+        logits = eval_logits(images[start:start + bs]).numpy()
+        y = labels[start:start + bs].astype(np.int64)
+        z = logits / (2.0 if hp["tta_flip"] else 1.0)
+        z = z - z.max(axis=1, keepdims=True)
+        loss_sum += float((np.log(np.exp(z).sum(axis=1)) - z[np.arange(len(y)), y]).sum())
+        top = np.argsort(-logits, axis=1, kind="stable")[:, :max(ks)]
+        hits = top == y[:, None]
+        for k in ks:
+            correct[k] += int(hits[:, :k].any(axis=1).sum())
+    n = labels.shape[0]
+    metrics = {col: 100.0 * correct[k] / n for k, col in ((1, "top1Accuracy"), (5, "top5Accuracy")) if k in correct}
+    return metrics, loss_sum / n
+
+
+def save_state(path: Path, meta: dict[str, Any], model, optimizer, gen) -> None:
+    arrays = {**tf_runtime.variable_arrays("model", model.weights), **tf_runtime.variable_arrays("optimizer", optimizer.variables),
+              "generator": gen.state.numpy()}
+    tf_runtime.save_npz(path, meta, arrays)
+
+
+def load_state(path: Path, model, optimizer, gen) -> dict[str, Any]:
+    meta, arrays = tf_runtime.load_npz(path)
+    tf_runtime.assign_variables(model.weights, arrays, "model", path)
+    tf_runtime.assign_variables(optimizer.variables, arrays, "optimizer", path)
+    gen.state.assign(arrays["generator"])
+    return meta
+
+
+def train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: int | None = None, resume: bool = True) -> dict[str, Any]:
+    entry, hp = settings["entry"], settings["entry"]["hyperparameters"]
+    task = get_task(entry["task"])
+    # Every thread to each op (intra), ops one after another (inter = 1, Intel's
+    # advice for one socket): with as many threads as cores, two convolutions at
+    # once would only fight over the same cores.
+    tf_runtime.configure_threads(threads, 1 if threads else None)
+    device = tf_runtime.pick_device(entry["device"])
+    gen = tf_runtime.seed_everything(settings["seed"])
+    set_precision(hp["precision"], device)
+    settings_hash = config_hash(settings)
+
+    train_split = load_split(data_dir, "train", settings["train_limit"])
+    test_split = load_split(data_dir, "test", settings["test_limit"])
+    check_supported(entry, train_split)
+    train_np, test_np = as_nhwc(train_split.images), as_nhwc(test_split.images)
+    test_labels = np.array(test_split.labels)
+    mean, std = (list(train_split.stats["mean"]), list(train_split.stats["std"])) if train_split.stats else channel_stats(train_np)
+    n_classes = len(train_split.classes)
+    image_shape = tuple(int(d) for d in train_np.shape[1:])
+
+    from dawnpipe.models.tf_zoo import build_model
+
+    with tf.device(device):
+        # tf.constant lives on the host; tf.identity under the scope puts a copy on the device
+        train_x, train_y = tf.identity(tf.constant(train_np)), tf.identity(tf.constant(np.array(train_split.labels)))
+        test_x = tf.identity(tf.constant(test_np))
+        try:
+            model = build_model(entry["model"], input_shape=image_shape, num_classes=n_classes, **entry["model_args"])
+        except (ValueError, TypeError) as e:  # unknown model or model_args
+            raise DawnpipeError(f"entry {entry['id']}: model {entry['model']!r} with model_args {entry['model_args']}: {e}") from None
+        optimizer = build_optimizer(hp)
+        optimizer.build(model.trainable_variables)
+        train_step, eval_logits = make_steps(model, optimizer, hp, gen, train_x, train_y, mean, std, image_shape)
+    logbook = Logbook(task.log_columns, task.metric_column, settings["threshold"])
+    clock = TrainingClock(device)
+    wall_offset, start_epoch, resumed_from = 0.0, 0, None
+
+    last_path = out.work_dir / "last.npz"
+    work_threshold = out.work_dir / "threshold.npz"
+    if resume and last_path.exists():
+        meta, _ = tf_runtime.load_npz(last_path)
+        if meta.get("settings_hash") == settings_hash:
+            meta = load_state(last_path, model, optimizer, gen)
+            logbook.rows = meta["rows"]
+            clock.elapsed, wall_offset, start_epoch = meta["clock_seconds"], meta["wall_seconds"], meta["epoch"]
+            resumed_from = start_epoch
+            print(f"train: resuming after epoch {start_epoch} from {last_path} (training clock {clock.elapsed:.1f}s so far)")
+        else:
+            print(f"train: ignoring {last_path}: it belongs to a different configuration")
+
+    n_train, batch = int(train_x.shape[0]), hp["batch_size"]
+    steps = n_train // batch + (1 if n_train % batch > 1 else 0)  # a lone last item would break batch norm
+    checkpoint_meta = {
+        "entry_id": entry["id"], "task": task.name, "framework": "tensorflow", "model": entry["model"],
+        "model_args": entry["model_args"], "image_shape": list(image_shape), "num_classes": n_classes,
+        "mean": mean, "std": std, "precision": hp["precision"], "channels_last": True,
+        "tta_flip": hp["tta_flip"], "threshold": settings["threshold"], "metric": task.metric_column,
+    }
+    env = _environment(device)
+    print(f"train: {entry['id']} seed {settings['seed']} on {env['device']} (TensorFlow {tf.__version__}, "
+          f"{env['threads']} intra-op / {env['interop_threads']} inter-op threads): "
+          f"{n_train} training items, {test_x.shape[0]} test items, {hp['epochs']} epochs of {steps} steps, "
+          f"threshold {task.metric_column} >= {settings['threshold']:g}" + (" (demo threshold)" if settings["demo_threshold"] else ""),
+          flush=True)
+
+    wall_start = time.perf_counter() - wall_offset
+    mark_training_clock(wall_start)  # places the log's wall_hours on the telemetry samples
+    stopped_early = False
+    for epoch in range(start_epoch, hp["epochs"]):
+        if logbook.reached_row is not None and settings["stop_at_threshold"]:  # resumed after reaching it
+            stopped_early = True
+            break
+        epoch_clock_before = clock.elapsed
+        with clock.running(), tf.device(device):
+            perm = tf.argsort(gen.uniform([n_train]))
+            losses = []
+            for step in range(steps):
+                lr = lr_at(epoch + step / steps, hp["lr"], hp["schedule"], hp["epochs"])
+                idx = perm[step * batch:(step + 1) * batch]
+                losses.append(train_step(idx, lr))
+            seen = min(steps * batch, n_train)
+            train_loss = float(tf.add_n(losses)) / seen
+        epoch_seconds = clock.elapsed - epoch_clock_before
+        if not np.isfinite(train_loss):
+            raise DawnpipeError(f"{entry['id']} seed {settings['seed']}: training loss became {train_loss} in epoch {epoch + 1}; the recipe diverged")
+
+        t_eval = time.perf_counter()
+        metrics, eval_loss = evaluate(eval_logits, test_x, test_labels, hp, task.log_columns)
+        eval_seconds = time.perf_counter() - t_eval
+
+        row = logbook.epoch_row(epoch + 1, clock.elapsed, metrics, train_loss=train_loss, eval_loss=eval_loss,
+                                eval_seconds=eval_seconds, epoch_seconds=epoch_seconds, lr=lr, items=seen)
+        t_ckpt = time.perf_counter()
+        first_reached = logbook.add(row)
+        if first_reached:
+            tf_runtime.save_checkpoint(work_threshold, {**checkpoint_meta, "epoch": epoch + 1,
+                                                        "metric_value": row[task.metric_column], "reached_threshold": True}, model)
+        row["wall_hours"] = (time.perf_counter() - wall_start) / 3600.0
+        logbook.write(out.work_dir / "train.tsv", out.work_dir / "train.parquet")
+        save_state(last_path, {"settings_hash": settings_hash, "rows": logbook.rows, "clock_seconds": clock.elapsed,
+                               "epoch": epoch + 1, "wall_seconds": time.perf_counter() - wall_start}, model, optimizer, gen)
+        row["checkpoint_seconds"] = time.perf_counter() - t_ckpt
+        print(logbook.progress_line(row, hp["epochs"], first_reached), flush=True)
+        if first_reached and settings["stop_at_threshold"] and epoch + 1 < hp["epochs"]:
+            stopped_early = True
+            print(f"train: stopping at the threshold (stop_at_threshold); {hp['epochs'] - epoch - 1} epochs of the budget not run")
+            break
+
+    reached = logbook.reached_row
+    if reached is None:
+        last = logbook.rows[-1]
+        tf_runtime.save_checkpoint(work_threshold, {**checkpoint_meta, "epoch": last["epoch"],
+                                                    "metric_value": last[task.metric_column], "reached_threshold": False}, model)
+        print(f"train: did not converge: best {task.metric_column} {max(r[task.metric_column] for r in logbook.rows):.2f} "
+              f"< threshold {settings['threshold']:g} after {last['epoch']} epochs")
+    logbook.write(out.tsv, out.parquet)
+    move_into_place(work_threshold, out.checkpoint)
+    return {
+        **logbook.summary(clock_seconds=clock.elapsed, wall_seconds=time.perf_counter() - wall_start,
+                          stopped_early=stopped_early, resumed_from=resumed_from),
+        "train_items": int(n_train), "test_items": int(test_x.shape[0]),
+        "environment": env,
+    }
+
+
+def _environment(device: str) -> dict[str, Any]:
+    from dawnpipe.runinfo import tf_environment
+
+    return tf_environment(device)

@@ -1,0 +1,399 @@
+"""DVC for real (no mocks), in temporary git repositories made from the project.
+
+Two kinds of test:
+- agreement (dry runs, no training): for the same config, every DVC stage
+  writes exactly the files of one Snakemake job and calls the same
+  ``python -m dawnpipe`` command with the same meaning, argument by argument;
+- the pipeline (slow, trains): ``dvc repro``; a second repro that does
+  nothing; ``dvc status`` clean; comments that rerun nothing; metrics and
+  plots; the same leaderboard as Snakemake's; push to a local-directory
+  remote and a fresh clone whose ``dvc pull`` restores identical bytes without
+  training; one changed entry rerunning only its own work.
+
+The pipeline runs a variant of config/test.yaml made inside the temporary
+repository (copied over config/config.yaml, which is what DVC reads): one seed
+and two cheap entries, ``fastnet`` and ``fastnet-b`` (a copy of it), so that a
+change to one has another to leave alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib
+import csv
+import json
+import re
+import shlex
+import shutil
+import subprocess
+from pathlib import Path, PurePosixPath
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+from conftest import ROOT, copy_project, run_snakemake, tool_env
+from dawnpipe.argtypes import task_option
+from dawnpipe.cli import COMMANDS
+from dawnpipe.entries import load_entry
+from dawnpipe.tasks import all_tasks
+
+# What DVC needs besides the parts copy_project takes.
+DVC_PARTS = ["dvc.yaml", ".dvcignore", ".dvc/config", ".dvc/.gitignore", "scripts/dvc-stage", ".gitignore"]
+TIMEOUT = 3600  # seconds; training on a shared 2-core machine
+
+
+def dvc_env(base: Path) -> dict[str, str]:
+    return tool_env({
+        "DVC_NO_ANALYTICS": "1",
+        "DVC_SITE_CACHE_DIR": str(base / "dvc-site-cache"),
+        "GIT_AUTHOR_NAME": "dawnpipe tests", "GIT_AUTHOR_EMAIL": "tests@dawnpipe.invalid",
+        "GIT_COMMITTER_NAME": "dawnpipe tests", "GIT_COMMITTER_EMAIL": "tests@dawnpipe.invalid",
+    })
+
+
+def run(repo: Path, env: dict, *cmd: str, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run(list(cmd), cwd=repo, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} failed ({proc.returncode}) in {repo}:\n{proc.stdout[-6000:]}\n{proc.stderr[-6000:]}")
+    return proc
+
+
+def make_repo(dest: Path, env: dict, config: dict, extra_entries: dict[str, str] | None = None) -> Path:
+    """A git repository of the project whose config/config.yaml is ``config``."""
+    copy_project(dest)
+    for part in DVC_PARTS:
+        (dest / part).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / part, dest / part)
+    (dest / "config/config.yaml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    for entry_id, text in (extra_entries or {}).items():
+        (dest / config["entries_dir"] / f"{entry_id}.yaml").write_text(text, encoding="utf-8")
+    run(dest, env, "git", "init", "-q", "-b", "main")
+    run(dest, env, "git", "add", "-A")
+    run(dest, env, "git", "commit", "-q", "-m", "project")
+    return dest
+
+
+def commit(repo: Path, env: dict, message: str) -> None:
+    run(repo, env, "git", "add", "-A")
+    run(repo, env, "git", "commit", "-q", "--allow-empty", "-m", message)
+
+
+def stages_run(dvc_output: str) -> list[str]:
+    return re.findall(r"^Running stage '([^']+)'", dvc_output, flags=re.M)
+
+
+def dvc_stages(repo: Path, env: dict) -> dict[str, dict]:
+    """Every stage of the repository's dvc.yaml as DVC resolves it: cmd and outs."""
+    script = (
+        "import json\nfrom dvc.repo import Repo\n"
+        "with Repo('.') as repo:\n"
+        "    print(json.dumps({s.name: {'cmd': s.cmd, 'outs': [str(o.def_path) for o in s.outs]} for s in repo.index.stages}))\n"
+    )
+    return json.loads(run(repo, env, "python", "-c", script).stdout)
+
+
+def status(repo: Path, env: dict) -> dict:
+    return json.loads(run(repo, env, "dvc", "status", "--json").stdout or "{}")
+
+
+def tracked_files(repo: Path) -> dict[str, str]:
+    """sha256 of every file dvc.lock says a stage wrote (directories expanded)."""
+    lock = yaml.safe_load((repo / "dvc.lock").read_text(encoding="utf-8"))
+    digests = {}
+    for stage in lock["stages"].values():
+        for out in stage.get("outs", []):
+            path = repo / out["path"]
+            files = sorted(p for p in path.rglob("*") if p.is_file()) if out["md5"].endswith(".dir") else [path]
+            for f in files:
+                digests[f.relative_to(repo).as_posix()] = hashlib.sha256(f.read_bytes()).hexdigest()
+    return digests
+
+
+# ---------------------------------------------------------------- agreement
+
+def snakemake_jobs(workdir: Path) -> list[dict]:
+    """Jobs of a forced dry run: rule, output files (+ log) and shell command."""
+    out = run_snakemake(workdir, "--dry-run", "--printshellcmds", "--forceall", "results/leaderboard.html").stdout
+    jobs, job = [], None
+    for line in out.splitlines():
+        if m := re.match(r"^(?:local)?rule (\w+):", line):
+            job = {"rule": m.group(1), "files": set(), "shell": None}
+            jobs.append(job)
+        elif job and (m := re.match(r"^\s+(output|log): (.*)$", line)):
+            job["files"] |= set(m.group(2).split(", "))
+        elif job and line.startswith("Shell command: "):
+            job["shell"] = line.removeprefix("Shell command: ")
+    return [j for j in jobs if j["shell"]]
+
+
+def parse_command(argv: list[str]) -> tuple[str, argparse.Namespace]:
+    assert argv[:3] == ["python", "-m", "dawnpipe"], argv
+    command = argv[3]
+    parser = argparse.ArgumentParser()
+    importlib.import_module(COMMANDS[command][0]).configure(parser)
+    return command, parser.parse_args(argv[4:])
+
+
+def snakemake_command(shell: str) -> tuple[str, argparse.Namespace, str]:
+    """(command, args, log) of a rule's ``python -m dawnpipe ... > log 2>&1`` / ``2>&1 | tee log``."""
+    words = shlex.split(shell)
+    cut = next(i for i, w in enumerate(words) if w in (">", "2>&1", "|"))
+    return (*parse_command(words[:cut]), words[-2] if words[-1] == "2>&1" else words[-1])
+
+
+def dvc_command(cmd: str) -> tuple[str, argparse.Namespace, str]:
+    words = shlex.split(cmd)
+    assert words[0] == "scripts/dvc-stage", cmd
+    return (*parse_command(words[2:]), words[1])
+
+
+def below(root: str, files: set[str], name_pattern: str) -> set[str]:
+    """What discovery in runfiles finds below ``root`` once every output exists."""
+    return {f for f in files if PurePosixPath(f).is_relative_to(root) and PurePosixPath(f).match(name_pattern)}
+
+
+def meaning(command: str, args: argparse.Namespace, repo: Path, config: dict, outputs: set[str]) -> dict:
+    """What a stage command does, with the two front ends' spellings made equal:
+    Snakemake names the task's data directory, every input file and the thread
+    count; DVC names data/prepared, the directories holding the runs and leaves
+    threads to the framework (both take the whole machine)."""
+    a = {k: v for k, v in vars(args).items() if "__" not in k}  # per-task options are folded in below
+    if command == "train":
+        from dawnpipe.train.cli import settings_from_args
+
+        entry_task = load_entry(repo / args.entry)["task"]
+        a["settings"] = settings_from_args(argparse.Namespace(**{**vars(args), "entry": repo / args.entry}))
+        del a["threshold"], a["threads"]
+        a["data"] = _task_data(args.data, entry_task)
+    elif command == "flops":
+        a["data"] = _task_data(args.data, load_entry(repo / args.entry)["task"])
+    elif command == "infer":
+        entry_id = Path(args.run_json).parts[-3]
+        a["data"] = _task_data(args.data, load_entry(repo / config["entries_dir"] / f"{entry_id}.yaml")["task"])
+    elif command == "fetch":
+        a["source"] = args.source or task_option(args, "source_for", args.task)
+    elif command == "stability":
+        found = set()
+        for path in map(str, args.results):
+            found |= below(path, outputs, "time_to_accuracy.json") if not path.endswith(".json") else {path}
+        a["results"] = found
+    elif command == "report":
+        runs = set()
+        for path in map(str, args.runs):
+            runs |= {str(PurePosixPath(f).parent) for f in below(path, outputs, "run.json")}
+        stability = set()
+        for path in map(str, args.stability):
+            stability |= below(path, outputs, "*.json") if not path.endswith(".json") else {path}
+        a["runs"], a["stability"] = runs, stability
+    return {k: str(v) if isinstance(v, Path) else v for k, v in a.items()}
+
+
+def _task_data(data: Path, task: str) -> str:
+    return str(data if data.name == task else data / task)
+
+
+def benchmark_with_local_sources() -> dict:
+    config = yaml.safe_load((ROOT / "config/benchmark.yaml").read_text(encoding="utf-8"))
+    config["data_sources"] = {"fashion-mnist": "/usr/share/datasets/fashion-mnist"}
+    return config
+
+
+@pytest.mark.parametrize("config", [
+    pytest.param(lambda: yaml.safe_load((ROOT / "config/test.yaml").read_text(encoding="utf-8")), id="test.yaml"),
+    pytest.param(benchmark_with_local_sources, id="benchmark.yaml+data_sources"),
+])
+def test_dvc_and_snakemake_run_the_same_commands_on_the_same_files(tmp_path, config):
+    config = config()
+    env = dvc_env(tmp_path)
+    repo = make_repo(tmp_path / "repo", env, config)
+    stages = dvc_stages(repo, env)
+    jobs = snakemake_jobs(repo)
+    assert len(jobs) == len(stages), (sorted(j["rule"] for j in jobs), sorted(stages))
+    outputs = {o for s in stages.values() for o in s["outs"]}
+    by_files = {frozenset(s["outs"]): name for name, s in stages.items()}
+    for job in jobs:
+        name = by_files.get(frozenset(job["files"]))
+        assert name, f"no DVC stage writes exactly what Snakemake's {job['rule']} writes: {sorted(job['files'])}"
+        assert name.split("@")[0] == job["rule"]
+        s_command, s_args, s_log = snakemake_command(job["shell"])
+        d_command, d_args, d_log = dvc_command(stages[name]["cmd"])
+        assert (d_command, d_log) == (s_command, s_log)
+        assert meaning(d_command, d_args, repo, config, outputs) == meaning(s_command, s_args, repo, config, outputs), name
+
+
+# ---------------------------------------------------------------- the pipeline
+
+def variant_of_test_config() -> tuple[dict, dict[str, str]]:
+    config = yaml.safe_load((ROOT / "config/test.yaml").read_text(encoding="utf-8"))
+    config["entries"], config["seeds"] = ["fastnet", "fastnet-b"], [0]
+    fastnet = (ROOT / config["entries_dir"] / "fastnet.yaml").read_text(encoding="utf-8")
+    return config, {"fastnet-b": fastnet}
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, fashion_mnist_source):
+    """The variant config after one `dvc repro`, dvc.lock committed."""
+    base = tmp_path_factory.mktemp("dvc")
+    env = dvc_env(base)
+    config, extra = variant_of_test_config()
+    repo = make_repo(base / "repo", env, config, extra)
+    first = run(repo, env, "dvc", "repro")
+    commit(repo, env, "dvc repro")
+    return SimpleNamespace(base=base, env=env, repo=repo, config=config, first=first.stdout)
+
+
+@pytest.mark.slow
+def test_repro_runs_every_stage_once_and_writes_every_output(built):
+    names = run(built.repo, built.env, "dvc", "stage", "list", "--name-only").stdout.split()
+    ran = stages_run(built.first)
+    # fetch, prepare; per run train, extract, infer, utilization, sensitivity; per entry flops, stability; report
+    assert sorted(ran) == sorted(names) and len(names) == 2 + 2 * 5 + 2 * 2 + 1
+    assert ran.index("report") == len(ran) - 1
+    files = tracked_files(built.repo)
+    for entry in built.config["entries"]:
+        for name in ("train.tsv", "train.parquet", "model.pt", "run.json", "time_to_accuracy.json", "latency.json", "latency.parquet"):
+            assert f"results/runs/{entry}/seed0/{name}" in files
+        assert f"results/logs/train/{entry}/seed0.log" in files
+    assert "data/raw/fashion-mnist/fetch.json" in files and "data/prepared/fashion-mnist/manifest.json" in files
+    assert {"results/leaderboard.json", "results/leaderboard.html", "results/runs.parquet", "results/runs.csv"} <= set(files)
+
+
+@pytest.mark.slow
+def test_second_repro_does_nothing_and_status_is_clean(built):
+    before = tracked_files(built.repo)
+    again = run(built.repo, built.env, "dvc", "repro")
+    assert stages_run(again.stdout) == [], again.stdout
+    assert tracked_files(built.repo) == before
+    assert status(built.repo, built.env) == {}
+    assert "up to date" in run(built.repo, built.env, "dvc", "status").stdout
+
+
+@pytest.mark.slow
+def test_editing_comments_and_number_formats_reruns_nothing(built):
+    repo, env = built.repo, built.env
+    entry = repo / "config/entries/fastnet-b.yaml"
+    text = entry.read_text(encoding="utf-8")
+    edited = text.replace("  lr: 0.2 ", "  lr: 0.20 ").replace("# peak rate", "# the peak rate (edited)")
+    assert edited.count("0.20") == 1 and "(edited)" in edited
+    entry.write_text("# a new first line\n" + edited, encoding="utf-8")
+    for name in ("config/config.yaml", "config/prices.yaml"):
+        with open(repo / name, "a", encoding="utf-8") as f:
+            f.write("# a comment at the end\n")
+    try:
+        assert status(repo, env) == {}
+        dry = run(repo, env, "dvc", "repro", "--dry")
+        assert stages_run(dry.stdout) == []
+    finally:
+        run(repo, env, "git", "checkout", "--", "config")
+
+
+@pytest.mark.slow
+def test_metrics_and_plots_per_run(built):
+    shown = json.loads(run(built.repo, built.env, "dvc", "metrics", "show", "--json").stdout)
+    (workspace,) = shown.values()  # keyed "" or "workspace", depending on the DVC version
+    metrics = {path: body["data"] for path, body in workspace["data"].items()}
+    for entry in built.config["entries"]:
+        tta = metrics[f"results/runs/{entry}/seed0/time_to_accuracy.json"]
+        latency = metrics[f"results/runs/{entry}/seed0/latency.json"]
+        assert tta["time_to_accuracy_hours"] > 0 and tta["cost_usd"] > 0
+        assert latency["latency_mean_ms"] > 0 and latency["cost_per_10k_usd"] > 0
+        assert metrics[f"results/stability/{entry}.json"]["tta_mean_hours"] == tta["time_to_accuracy_hours"]
+    plots = json.loads(run(built.repo, built.env, "dvc", "plots", "show", "--json").stdout)["data"]
+    for entry in built.config["entries"]:
+        (plot,) = plots[f"results/runs/{entry}/seed0/train.tsv"]
+        content = plot["content"]
+        assert content["encoding"]["x"]["field"] == "hours"
+        assert "top1Accuracy" in json.dumps(content["layer"])
+        assert len(content["data"]["values"]) >= 1
+    out = built.base / "plots"
+    run(built.repo, built.env, "dvc", "plots", "show", "--out", str(out))
+    page = (out / "index.html").read_text(encoding="utf-8")
+    for entry in built.config["entries"]:
+        assert f'id = "results_runs_{entry}_seed0_train_tsv"' in page
+
+
+def leaderboard_outcome(path: Path) -> dict:
+    """What must be equal between two builds of the same config: the tables
+    (task, objective, threshold, demo flag, official threshold, in order);
+    their rows, as runs with their descriptive fields and the outcomes a seed
+    fixes (epochs to the threshold, inference accuracy on the same items);
+    the exclusions with their reasons; the config name. Measured values
+    (times, costs, latencies, their display and rank) and dates differ."""
+    board = json.loads(path.read_text(encoding="utf-8"))
+    keep = ("source", "entry", "seed", "model", "hardware", "framework", "unit", "epochs", "accuracy", "items", "backend", "threads")
+    return {
+        "config": board["config"],
+        "tables": [
+            ((t["task"], t["objective"], t["threshold"], t["demo_threshold"], t["official_threshold"]),
+             sorted(json.dumps({k: r.get(k) for k in keep}, sort_keys=True) for r in t["rows"]))
+            for t in board["objectives"]
+        ],
+        "excluded": board["excluded"],
+    }
+
+
+def epochs_and_metric(tsv: Path) -> list[dict]:
+    with open(tsv, newline="", encoding="utf-8") as f:
+        return [{k: v for k, v in row.items() if k != "hours"} for row in csv.DictReader(f, delimiter="\t")]
+
+
+@pytest.mark.slow
+def test_leaderboard_is_the_one_snakemake_builds_and_dvc_can_adopt_its_results(built):
+    clone = built.base / "snakemake"
+    run(built.base, built.env, "git", "clone", "-q", str(built.repo), str(clone))
+    run_snakemake(clone, "--cores", "all", "results/leaderboard.html", timeout=TIMEOUT)
+    outcome = leaderboard_outcome(built.repo / "results/leaderboard.json")
+    assert sum(len(rows) for _, rows in outcome["tables"]) + len(outcome["excluded"]) >= 4  # not vacuous
+    assert leaderboard_outcome(clone / "results/leaderboard.json") == outcome
+    for entry in built.config["entries"]:
+        tsv = f"results/runs/{entry}/seed0/train.tsv"
+        assert epochs_and_metric(clone / tsv) == epochs_and_metric(built.repo / tsv), f"{tsv}: same seed, different training"
+    # Snakemake on a cluster, then DVC on the login node: `dvc commit` records
+    # what Snakemake made, and DVC then considers it up to date.
+    run(clone, built.env, "dvc", "commit", "--force")
+    assert status(clone, built.env) == {}
+    assert stages_run(run(clone, built.env, "dvc", "repro").stdout) == []
+
+
+@pytest.mark.slow
+def test_push_then_a_fresh_clone_pulls_identical_bytes_without_training(built):
+    repo, env = built.repo, built.env
+    remote = built.base / "remote"
+    run(repo, env, "dvc", "remote", "add", "--default", "storage", str(remote))
+    commit(repo, env, "DVC remote: a local directory")
+    run(repo, env, "dvc", "push")
+    clone = built.base / "clone"
+    run(built.base, env, "git", "clone", "-q", str(repo), str(clone))
+    assert not (clone / "results").exists() and not (clone / "data").exists()
+    pulled = run(clone, env, "dvc", "pull")
+    assert stages_run(pulled.stdout) == []
+    original = tracked_files(repo)
+    assert tracked_files(clone) == original and len(original) > 20
+    assert status(clone, env) == {}
+    assert stages_run(run(clone, env, "dvc", "repro").stdout) == []
+    assert tracked_files(clone) == original
+
+
+@pytest.mark.slow
+def test_changing_one_entry_reruns_only_its_work(built):
+    """Last in this module: it changes the repository."""
+    repo, env = built.repo, built.env
+    entry = repo / "config/entries/fastnet-b.yaml"
+    text = entry.read_text(encoding="utf-8")
+    assert text.count("  lr: 0.2 ") == 1
+    entry.write_text(text.replace("  lr: 0.2 ", "  lr: 0.25 "), encoding="utf-8")
+    diff = json.loads(run(repo, env, "dvc", "params", "diff", "--json").stdout)
+    assert list(diff) == ["config/entries/fastnet-b.yaml"] and list(diff["config/entries/fastnet-b.yaml"]) == ["hyperparameters.lr"]
+    assert {k: diff["config/entries/fastnet-b.yaml"]["hyperparameters.lr"][k] for k in ("old", "new")} == {"old": 0.2, "new": 0.25}
+    assert set(status(repo, env)) == {"train@fastnet-b-0"}
+    before = tracked_files(repo)
+    ran = stages_run(run(repo, env, "dvc", "repro").stdout)
+    assert sorted(ran) == sorted(["train@fastnet-b-0", "extract@fastnet-b-0", "infer@fastnet-b-0", "stability@fastnet-b", "report"])
+    after = tracked_files(repo)
+    untouched = {p for p in before if "fastnet-b" not in p and not p.startswith(("results/leaderboard", "results/runs.", "results/logs/report"))}
+    assert {p: after[p] for p in untouched} == {p: before[p] for p in untouched}
+    assert after["results/runs/fastnet-b/seed0/run.json"] != before["results/runs/fastnet-b/seed0/run.json"]
+    assert json.loads((repo / "results/runs/fastnet-b/seed0/run.json").read_text())["settings"]["entry"]["hyperparameters"]["lr"] == 0.25
+    assert status(repo, env) == {}
