@@ -119,8 +119,10 @@ RUNS = [("fastnet", 0), ("fastnet", 1), ("resnet20-dawn", 0), ("resnet20-dawn", 
 def test_every_job_ran_under_slurm(slurm_workflow):
     out, jobs = slurm_workflow["output"], slurm_workflow["jobs"]
     submitted = SUBMITTED.findall(out)
-    total = int(re.search(r"^total\s+(\d+)", out, re.M).group(1))  # Snakemake's job table
-    assert len({smk for smk, _ in submitted}) == total == 17  # fetch, prepare, 4 x (train, extract, infer), 2 stability, report
+    table = dict(re.findall(r"^([a-z_]+)\s+(\d+)$", out[:out.index("total")], re.M))  # Snakemake's job table
+    total = int(re.search(r"^total\s+(\d+)", out, re.M).group(1))
+    assert table["train"] == "4" and table["fetch"] == "1" and table["report"] == "1"
+    assert len({smk for smk, _ in submitted}) == total == sum(map(int, table.values()))
     assert "localrule" not in out  # nothing ran outside Slurm
     slurm_ids = [sid for _, sid in submitted]
     assert len(slurm_ids) == total + 1  # + the retried training job
@@ -202,6 +204,31 @@ def test_two_processes_started_by_srun(slurm_workflow, slurm_cluster):
     validate(RunLog, log, "train.parquet of the srun run")
     assert log["epoch"].tolist() == list(range(1, len(log) + 1))
     assert (log["items_per_second"] * log["epoch_train_seconds"]).round().eq(2000).all()  # every item, once per epoch
+
+
+def test_gpu_data_parallel_job_gets_gpus_and_tasks_stand_in(slurm_workflow, slurm_cluster):
+    """Stand-in for a multi-GPU job (no CUDA here): an entry with device: cuda
+    and 2 processes asks for 2 GPUs with one task per GPU. Slurm accepts the
+    request, gives the job 2 tasks and the fake GPUs, srun starts both ranks,
+    and they stop where CUDA itself is missing, saying which GPUs they were given."""
+    work = slurm_workflow["work"]
+    entry = {**TINY_ENTRY, "device": "cuda", "distributed": {"nodes": 1, "processes_per_node": 2}}
+    (work / "config/entries/tiny-gpu2.yaml").write_text(yaml.safe_dump(entry, sort_keys=False))
+    config = yaml.safe_load((work / "config/test.yaml").read_text())
+    config.update(name="gpu-slurm", entries=["tiny-gpu2"], seeds=[0])
+    (work / "config/gpu.yaml").write_text(yaml.safe_dump(config))
+    proc = run_snakemake(work, "--profile", "profiles/slurm", "--retries", "0", "results/runs/tiny-gpu2/seed0/run.json",
+                         "--configfile", "config/gpu.yaml", timeout=900, check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, "a CUDA entry trained without CUDA"
+    [(_, sid)] = SUBMITTED.findall(out)
+    assert "gpu=2" in out and "tasks=2" in out and "mpi=srun" in out  # what the rule asked for
+    record = job_records(slurm_cluster["jobcomp"])[sid]
+    assert record["JobState"] == "FAILED" and record["ProcCnt"] == "2"
+    log = (work / f".snakemake/slurm_logs/rule_train/tiny-gpu2_0/{sid}.log").read_text()
+    assert "starting 2 processes (1 node(s) x 2): srun --ntasks=2" in log
+    given = re.findall(r"no CUDA device is available \(CUDA_VISIBLE_DEVICES=([^)]*)\)", log)
+    assert given and all(re.fullmatch(r"[01](,[01])?", g) for g in given), log[-3000:]
 
 
 def test_script_refuses_a_configuration_it_did_not_write(tmp_path):

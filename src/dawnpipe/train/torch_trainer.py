@@ -25,6 +25,7 @@ a barrier, evaluation is split across the ranks, and rank 0 alone writes.
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import time
 from dataclasses import dataclass
@@ -95,7 +96,8 @@ def seed_everything(seed: int) -> torch.Generator:
 def pick_device(requested: str, rank: Rank = SINGLE) -> torch.device:
     if requested == "cuda" or (requested == "auto" and torch.cuda.is_available()):
         if not torch.cuda.is_available():
-            raise DawnpipeError("entry asks for device: cuda but no CUDA device is available")
+            raise DawnpipeError("entry asks for device: cuda but no CUDA device is available "
+                                f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')})")
         if rank.distributed:  # one GPU per process
             torch.cuda.set_device(ddp.cuda_device_index(rank, torch.cuda.device_count()))
         return torch.device("cuda", torch.cuda.current_device())
