@@ -21,9 +21,11 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/analysis.smk"
 include: "workflow/rules/telemetry.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/submissions.smk"
 
 
 rule all:
     input:
         "results/leaderboard.html",
         "results/leaderboard.json",
+        EXPORT_DIR,

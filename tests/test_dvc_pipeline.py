@@ -187,6 +187,11 @@ def meaning(command: str, args: argparse.Namespace, repo: Path, config: dict, ou
         for path in map(str, args.stability):
             stability |= below(path, outputs, "*.json") if not path.endswith(".json") else {path}
         a["runs"], a["stability"] = runs, stability
+    elif command == "export":
+        runs = set()
+        for path in map(str, args.runs):
+            runs |= {str(PurePosixPath(f).parent) for f in below(path, outputs, "run.json")}
+        a["runs"] = runs
     return {k: str(v) if isinstance(v, Path) else v for k, v in a.items()}
 
 
@@ -248,8 +253,9 @@ def built(tmp_path_factory, fashion_mnist_source):
 def test_repro_runs_every_stage_once_and_writes_every_output(built):
     names = run(built.repo, built.env, "dvc", "stage", "list", "--name-only").stdout.split()
     ran = stages_run(built.first)
-    # fetch, prepare; per run train, extract, infer, utilization, sensitivity; per entry flops, stability; report
-    assert sorted(ran) == sorted(names) and len(names) == 2 + 2 * 5 + 2 * 2 + 1
+    # fetch, prepare; per run train, extract, infer, utilization, sensitivity; per entry flops, stability;
+    # export_submissions; report
+    assert sorted(ran) == sorted(names) and len(names) == 2 + 2 * 5 + 2 * 2 + 1 + 1
     assert ran.index("report") == len(ran) - 1
     files = tracked_files(built.repo)
     for entry in built.config["entries"]:
@@ -387,12 +393,16 @@ def test_changing_one_entry_reruns_only_its_work(built):
     diff = json.loads(run(repo, env, "dvc", "params", "diff", "--json").stdout)
     assert list(diff) == ["config/entries/fastnet-b.yaml"] and list(diff["config/entries/fastnet-b.yaml"]) == ["hyperparameters.lr"]
     assert {k: diff["config/entries/fastnet-b.yaml"]["hyperparameters.lr"][k] for k in ("old", "new")} == {"old": 0.2, "new": 0.25}
-    assert set(status(repo, env)) == {"train@fastnet-b-0"}
+    # flops counts the entry's network from the entry file, so DVC reruns it too (seconds)
+    assert set(status(repo, env)) == {"train@fastnet-b-0", "flops@fastnet-b"}
     before = tracked_files(repo)
     ran = stages_run(run(repo, env, "dvc", "repro").stdout)
-    assert sorted(ran) == sorted(["train@fastnet-b-0", "extract@fastnet-b-0", "infer@fastnet-b-0", "stability@fastnet-b", "report"])
+    assert sorted(ran) == sorted(["train@fastnet-b-0", "extract@fastnet-b-0", "infer@fastnet-b-0", "stability@fastnet-b",
+                                  "flops@fastnet-b", "utilization@fastnet-b-0", "sensitivity@fastnet-b-0",
+                                  "export_submissions", "report"])
     after = tracked_files(repo)
-    untouched = {p for p in before if "fastnet-b" not in p and not p.startswith(("results/leaderboard", "results/runs.", "results/logs/report"))}
+    untouched = {p for p in before if "fastnet-b" not in p and not p.startswith(
+        ("results/leaderboard", "results/runs.", "results/logs/report", "results/logs/export_submissions"))}
     assert {p: after[p] for p in untouched} == {p: before[p] for p in untouched}
     assert after["results/runs/fastnet-b/seed0/run.json"] != before["results/runs/fastnet-b/seed0/run.json"]
     assert json.loads((repo / "results/runs/fastnet-b/seed0/run.json").read_text())["settings"]["entry"]["hyperparameters"]["lr"] == 0.25

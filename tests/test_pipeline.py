@@ -21,7 +21,8 @@ TARGET = ["results/leaderboard.html", "--configfile", "config/test.yaml"]
 
 def planned_jobs(workdir, *extra) -> dict[str, int]:
     """Jobs a dry run would execute, by rule (empty when there is nothing to do)."""
-    proc = run_snakemake(workdir, "-n", "--quiet", "rules", *TARGET, *extra)
+    # the target first: --quiet and --configfile each take several values
+    proc = run_snakemake(workdir, TARGET[0], "-n", *TARGET[1:], *extra, "--quiet", "rules")
     counts = {}
     for line in proc.stdout.splitlines():
         m = re.match(r"^(\w+)\s+(\d+)$", line.strip())

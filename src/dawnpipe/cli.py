@@ -28,6 +28,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sensitivity": ("dawnpipe.telemetry.sensitivity", "time to accuracy of a run at a ladder of thresholds"),
     "report": ("dawnpipe.report.build", "leaderboard JSON, HTML and the table of all runs"),
     "squad-eval": ("dawnpipe.squad.evaluate", "exact match and F1 of SQuAD v1.1 predictions, like the official script"),
+    "audit": ("dawnpipe.audit.cli", "check DAWNBench v1 submissions: a verdict and reasons for every file"),
+    "leaderboard": ("dawnpipe.leaderboard", "rank audited submissions together with our own runs (JSON, HTML)"),
+    "export": ("dawnpipe.export", "write our runs as DAWNBench v1 submissions (train JSON + TSV, inference JSON)"),
 }
 
 

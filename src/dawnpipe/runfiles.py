@@ -1,10 +1,12 @@
-"""Find run results below directories.
+"""Find run results below directories, and the result files of one run.
 
 Snakemake names every input file of an aggregate stage (it expands the
 config's entries x seeds); DVC cannot (its templates interpolate scalars, not
 lists), so its stability and report stages name directories instead and the
 commands look inside: ``report --runs results/runs`` or
-``stability --entry E results/runs/E``.
+``stability --entry E results/runs/E``. The layout of one run directory
+(``latency_files``) is also here, shared by the report, the leaderboard and
+the export, so a new kind of result (another inference backend) is found by all.
 """
 
 from __future__ import annotations
@@ -42,4 +44,15 @@ def run_dirs(paths: Iterable[Path]) -> list[Path]:
         if not below:
             raise DawnpipeError(f"{path}: no run directory (with run.json) below this directory")
         found.extend(below)
+    return found
+
+
+def latency_files(run_dir: Path) -> list[Path]:
+    """Every inference result of a run: ``latency.json`` (the default backend)
+    and ``latency-<backend>[...].json`` or ``latency/<name>.json`` for others;
+    each holds its own ``backend`` and ``threads``."""
+    run_dir = Path(run_dir)
+    found = [run_dir / "latency.json"] if (run_dir / "latency.json").is_file() else []
+    found += sorted(p for p in run_dir.glob("latency-*.json") if p.is_file())
+    found += sorted(p for p in run_dir.glob("latency/*.json") if p.is_file())
     return found

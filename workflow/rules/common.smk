@@ -224,6 +224,11 @@ def get_train_nodes(wildcards):
     return get_layout(wildcards)[0]
 
 
+def get_infer_gpus(wildcards):
+    """Inference answers one item at a time in one process: one GPU for a CUDA entry."""
+    return 1 if is_gpu(wildcards) else 0
+
+
 def get_train_runtime(wildcards, attempt):
     """Minutes of walltime; grows with each retry after a timeout (and the
     retry resumes from the last finished epoch)."""
@@ -241,3 +246,26 @@ def get_runtime(minutes):
         return minutes * attempt
 
     return runtime
+
+
+# Where `rule export_submissions` writes our runs as DAWNBench v1 submissions.
+EXPORT_DIR = "results/submissions"
+
+
+def is_own_export(path):
+    return os.path.normpath(path) == EXPORT_DIR
+
+
+def get_submission_inputs(wildcards):
+    """The report's submission inputs: our export as the directory its rule
+    makes; another directory as the files in it, so that a changed or added
+    submission reruns the report (a directory's own time stamp would not)."""
+    inputs = []
+    for d in config["submission_dirs"]:
+        if is_own_export(d) or not os.path.isdir(d):
+            inputs.append(d)  # made by a rule, or reported missing by Snakemake
+            continue
+        for root, dirs, files in os.walk(d):
+            dirs[:] = sorted(x for x in dirs if not x.startswith("."))
+            inputs += [os.path.join(root, f) for f in sorted(files) if not f.startswith(".")]
+    return inputs

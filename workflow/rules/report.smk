@@ -9,6 +9,7 @@ rule report:
         stability=expand("results/stability/{entry}.json", entry=ENTRIES),
         utilization=get_run_files("utilization.json"),
         sensitivity=get_run_files("sensitivity.json"),
+        submissions=get_submission_inputs,
     output:
         json="results/leaderboard.json",
         html="results/leaderboard.html",
@@ -19,6 +20,7 @@ rule report:
     params:
         runs=get_run_dirs(),
         name=config["name"],
+        submissions=config["submission_dirs"],
     threads: 1
     resources:
         mem_mb=2000,
@@ -27,4 +29,5 @@ rule report:
         "../../envs/report.yaml"
     shell:
         "python -m dawnpipe report --runs {params.runs} --stability {input.stability} --config-name {params.name}"
+        " --submissions {params.submissions:q}"
         " --json {output.json} --html {output.html} --table {output.table} --csv {output.csv} > {log} 2>&1"

@@ -6,22 +6,23 @@
 
 rule flops:
     input:
-        entry=get_entry_file,
         data=get_prepared,
     output:
         "results/flops/{entry}.json",
     log:
         "results/logs/flops/{entry}.log",
     params:
+        # the entry file is a param, not an input: its comments must not rerun anything
+        entry=get_entry_file,
         counted=get_flops_hash,  # rerun trigger: what FLOPs depend on, not comments or the optimizer
     threads: 1
     resources:
         mem_mb=2000,
-        runtime=10,
+        runtime=get_runtime(10),
     conda:
         get_train_env
     shell:
-        "python -m dawnpipe flops --entry {input.entry} --data {input.data} --out {output} > {log} 2>&1"
+        "python -m dawnpipe flops --entry {params.entry} --data {input.data} --out {output} > {log} 2>&1"
 
 
 rule utilization:
@@ -39,7 +40,7 @@ rule utilization:
     threads: 1
     resources:
         mem_mb=1000,
-        runtime=5,
+        runtime=get_runtime(5),
     conda:
         "../../envs/report.yaml"
     shell:
@@ -61,7 +62,7 @@ rule sensitivity:
     threads: 1
     resources:
         mem_mb=500,
-        runtime=5,
+        runtime=get_runtime(5),
     conda:
         "../../envs/report.yaml"
     shell:

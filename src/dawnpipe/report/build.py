@@ -23,7 +23,7 @@ from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import read_json, write_csv, write_json, write_parquet, write_text
 from dawnpipe.report.frameworks import framework_comparison
 from dawnpipe.report.render import render_html
-from dawnpipe.runfiles import files_under, run_dirs
+from dawnpipe.runfiles import files_under, latency_files, run_dirs
 from dawnpipe.runinfo import now_iso
 from dawnpipe.tasks import get_task
 
@@ -33,11 +33,14 @@ def load_run(run_dir: Path) -> dict[str, Any]:
     missing = [n for n in needed if not (run_dir / n).is_file()]
     if missing:
         raise DawnpipeError(f"{run_dir}: missing {', '.join(missing)} (did the train/extract/infer stages run?)")
+    latency = read_json(run_dir / "latency.json")
     return {
         "dir": run_dir,
         "run": read_json(run_dir / "run.json"),
         "tta": read_json(run_dir / "time_to_accuracy.json"),
-        "latency": read_json(run_dir / "latency.json"),
+        "latency": latency,
+        # every inference result (one per backend and thread count), latency.json first
+        "latencies": [latency] + [read_json(p) for p in latency_files(run_dir) if p != run_dir / "latency.json"],
         "log": pd.read_parquet(run_dir / "train.parquet"),
         **{name: read_json(run_dir / f"{name}.json") if (run_dir / f"{name}.json").is_file() else None
            for name in ("utilization", "sensitivity")},  # optional: the analysis stages of issue 9
@@ -57,6 +60,7 @@ def objective_rows(runs: list[dict[str, Any]]) -> tuple[list[dict], list[dict]]:
             "task": tta["task"], "threshold": tta["threshold"], "demo_threshold": tta["demo_threshold"],
             "model": info["model"], "hardware": info["hardware"], "framework": info["framework"],
             "timestamp": info["finished"][:10], "source": run_source(r), "entry": info["entry"], "seed": info["seed"],
+            "audit_anchor": f"run-{info['entry']}-{info['seed']}",
         }
         if tta["reached"]:
             rows.append({**common, "objective": "train_time", "value": tta["time_to_accuracy_hours"],
@@ -70,15 +74,18 @@ def objective_rows(runs: list[dict[str, Any]]) -> tuple[list[dict], list[dict]]:
             measured = ((r.get("utilization") or {}).get("energy") or {}).get("run_j") is not None
             excluded.append({"source": common["source"], "objectives": ["train_time", "train_cost"] + (["train_energy"] if measured else []),
                              "reason": tta["reason"]})
-        extra = {"backend": lat["backend"], "threads": lat["threads"], "accuracy": lat["accuracy"], "items": lat["items"]}
-        if lat["meets_threshold"]:
-            rows.append({**common, **extra, "objective": "inference_latency", "value": lat["latency_mean_ms"],
-                         "p50_ms": lat["latency_p50_ms"], "p90_ms": lat["latency_p90_ms"], "p99_ms": lat["latency_p99_ms"]})
-            if lat["cost_per_10k_usd"] is not None:
-                rows.append({**common, **extra, "objective": "inference_cost", "value": lat["cost_per_10k_usd"]})
-        else:
-            excluded.append({"source": common["source"], "objectives": ["inference_latency", "inference_cost"],
-                             "reason": f"inference {lat['metric']} {get_task(tta['task']).format_metric(lat['accuracy'])} below the threshold {get_task(tta['task']).format_metric(lat['threshold'])}"})
+        for lat in r.get("latencies", [r["latency"]]):
+            extra = {"backend": lat["backend"], "threads": lat["threads"], "accuracy": lat["accuracy"], "items": lat["items"]}
+            if lat["meets_threshold"]:
+                rows.append({**common, **extra, "objective": "inference_latency", "value": lat["latency_mean_ms"],
+                             "p50_ms": lat["latency_p50_ms"], "p90_ms": lat["latency_p90_ms"], "p99_ms": lat["latency_p99_ms"]})
+                if lat["cost_per_10k_usd"] is not None:
+                    rows.append({**common, **extra, "objective": "inference_cost", "value": lat["cost_per_10k_usd"]})
+            else:
+                task = get_task(tta["task"])
+                excluded.append({"source": common["source"], "objectives": ["inference_latency", "inference_cost"],
+                                 "reason": f"inference {lat['metric']} {task.format_metric(lat['accuracy'])} ({lat['backend']}, "
+                                           f"{lat['threads']} threads) below the threshold {task.format_metric(lat['threshold'])}"})
     return rows, excluded
 
 
@@ -108,6 +115,8 @@ def configure(p) -> None:
     p.add_argument("--runs", nargs="+", required=True, type=Path, help="run directories (results/runs/<entry>/seed<k>), or directories holding them")
     p.add_argument("--stability", nargs="*", default=[], type=Path, help="stability JSON of each entry, or directories holding them")
     p.add_argument("--config-name", default="", help="the configuration the runs came from (shown in the page)")
+    p.add_argument("--submissions", nargs="*", default=[], type=Path, metavar="DIR",
+                   help="DAWNBench v1 submission directories to audit and rank with the runs (config: submission_dirs)")
     p.add_argument("--json", required=True, type=Path, help="output: leaderboard JSON")
     p.add_argument("--html", required=True, type=Path, help="output: self-contained leaderboard HTML")
     p.add_argument("--table", required=True, type=Path, help="output: all runs (Parquet)")
@@ -118,18 +127,34 @@ def run(args) -> int:
     runs = [load_run(d) for d in run_dirs(args.runs)]
     stability = [read_json(p) for p in files_under(args.stability, "*.json")]
     rows, excluded = objective_rows(runs)
-    board = leaderboard.build(rows, excluded)
+    report = _audit(args.submissions)
+    board = leaderboard.merge(rows, excluded, report, runs)
     board["generated"] = now_iso()
     board["config"] = args.config_name
     board["frameworks"] = framework_comparison(runs)
     table = runs_table(runs)
-    html = render_html(board, runs, stability, config_name=args.config_name)
+    html = render_html(board, runs, stability, config_name=args.config_name, audit=report)
     write_parquet(args.table, table)
     write_csv(args.csv, table)
     write_json(args.json, board)
     write_text(args.html, html)
     filled = sum(1 for t in board["objectives"] if t["rows"])
-    print(f"report: {len(runs)} runs, {filled} non-empty objective tables, {len(excluded)} exclusions -> {args.html}")
+    print(f"report: {len(runs)} runs, {len(report.submissions) if report else 0} submissions, {filled} non-empty objective tables, "
+          f"{len(board['excluded'])} exclusions -> {args.html}")
     return 0
+
+
+def _audit(dirs: list[Path]):
+    """The audit of the submission directories (None when there are none)."""
+    if not dirs:
+        return None
+    for d in dirs:
+        if not d.is_dir():
+            raise DawnpipeError(f"{d}: submission directory not found")
+    from dawnpipe.audit.cli import without_hypothesis_strategies
+    from dawnpipe.audit.core import audit
+
+    without_hypothesis_strategies()
+    return audit([str(d) for d in dirs])
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import jinja2
 
 from dawnpipe.display import format_hours, format_ms, format_usd
-from dawnpipe.leaderboard import OBJECTIVES
+from dawnpipe.leaderboard import OBJECTIVES, task_order
 from dawnpipe.report import telemetry_sections
 from dawnpipe.report.svg import line_chart
 from dawnpipe.scaling import wants_section as wants_scaling
@@ -59,6 +59,7 @@ def curves_by_task(runs: list[dict[str, Any]]) -> dict[str, Any]:
 # the same for all (board, runs, stability, ...).
 SECTIONS = [
     ("sections/excluded.html.j2", lambda ctx: bool(ctx["board"]["excluded"])),
+    ("sections/audit.html.j2", lambda ctx: ctx["audit"] is not None),
     ("sections/stability.html.j2", lambda ctx: bool(ctx["stability"])),
     ("sections/scaling.html.j2", wants_scaling),  # fills ctx["scaling"]
     ("sections/utilization.html.j2", lambda ctx: bool(ctx["energy"])),
@@ -68,15 +69,40 @@ SECTIONS = [
 ]
 
 
-def render_html(board: dict[str, Any], runs: list[dict[str, Any]], stability: list[dict[str, Any]], *, config_name: str) -> str:
-    tasks = all_tasks()
-    shown = {r["run"]["task"] for r in runs} | {t["task"] for t in board["objectives"] if t["rows"]}
-    tables = [t for t in board["objectives"] if t["task"] in shown]
+def render_html(board: dict[str, Any], runs: list[dict[str, Any]], stability: list[dict[str, Any]], *, config_name: str,
+                audit=None) -> str:
+    """``audit``: a ``dawnpipe.audit`` report of the submissions merged into ``board`` (None: no submissions)."""
+    # Every task's four official tables, empty or not (the twelve DAWNBench
+    # tables plus Fashion-MNIST); demo-threshold tables only when they have rows.
+    tasks = {name: all_tasks()[name] for name in task_order()}
+    tables = [t for t in board["objectives"] if not t["demo_threshold"] or t["rows"]]
     ctx: dict[str, Any] = dict(
         board=board, tables=tables, tasks=tasks, objectives=OBJECTIVES, runs=runs, stability=stability,
+        audit=None if audit is None else audit_view(audit),
         curves=curves_by_task(runs), config_name=config_name, machine=runs[0]["run"]["environment"] if runs else {},
         demo=any(t["demo_threshold"] for t in tables if t["rows"]) or any(r["run"]["demo_threshold"] for r in runs),
     )
     ctx.update(telemetry_sections.context(runs))
     ctx["sections"] = [{"template": name} for name, wanted in SECTIONS if wanted(ctx)]
     return _env().get_template("leaderboard.html.j2").render(**ctx)
+
+
+def audit_view(report) -> dict[str, Any]:
+    """The audit as the page shows it: one group per submission (its JSON and
+    TSV with their messages), anchored so leaderboard rows can link to it."""
+    from dawnpipe.audit.output import figure_note
+
+    groups = []
+    for sub in report.submissions:
+        meta = sub.meta or {}
+        groups.append({
+            "anchor": sub.anchor, "source": sub.source, "status": sub.status, "task": sub.task.title,
+            "author": meta.get("author"), "model": meta.get("model"), "hardware": meta.get("hardware"),
+            "ranked": sub.valid and not sub.notes,
+            "files": [{"source": f.source, "status": f.status, "figure": figure_note(sub, f),
+                       "messages": [m.as_dict() for m in f.messages]} for f in sub.files],
+        })
+    owned = {id(f) for sub in report.submissions for f in sub.files}
+    others = [{"source": f.source, "status": f.status, "messages": [m.as_dict() for m in f.messages]}
+              for f in report.files if id(f) not in owned]
+    return {"counts": report.counts(), "skipped": report.skipped, "groups": groups, "others": others}
