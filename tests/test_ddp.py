@@ -206,3 +206,43 @@ def test_ranks_get_the_launchers_command_line():
     args = parser.parse_args(argv)
     again = cli.command_line(args)
     assert again[0] == "train" and vars(parser.parse_args(again[1:])) == vars(args)
+
+
+@pytest.mark.slow
+def test_two_process_run_stopped_by_sigterm_resumes_to_the_same_log(runs, tmp_path):
+    """SIGTERM to `dawnpipe train` (what Snakemake or Slurm sends) reaches both
+    ranks through torchrun; they stop together, and a restart resumes from the
+    last finished epoch to the uninterrupted two-process run's log."""
+    import signal
+    import time
+
+    import pandas as pd
+
+    from tiny_training import start_training
+
+    entry = runs["root"] / "entries" / "tiny-2proc.yaml"
+    out = tmp_path / "stopped"
+    args = train_args(entry, runs["data"], out)
+    proc = start_training(args)
+    marker = out / "work" / "epoch.json"
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and proc.poll() is None:
+        if marker.exists() and json.loads(marker.read_text() or "{}").get("epoch", 0) >= 2:
+            break
+        time.sleep(0.02)
+    assert proc.poll() is None, proc.communicate()
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode != 0 and "stopped by SIGTERM" in err, err
+    assert (out / "work" / "last.pt").exists() and not (out / "run.json").exists()
+
+    done = run_cli(*args, check=True)
+    assert "resuming after epoch" in done.stdout
+    ref, got = pd.read_csv(runs["ddp"] / "train.tsv", sep="\t"), pd.read_csv(out / "train.tsv", sep="\t")
+    assert got["epoch"].tolist() == ref["epoch"].tolist()
+    assert got["top1Accuracy"].tolist() == ref["top1Accuracy"].tolist()
+    result = json.loads((out / "run.json").read_text())["result"]
+    assert result["world_size"] == 2 and result["resumed_from_epoch"] >= 1
+    log = pd.read_parquet(out / "train.parquet")
+    assert np.allclose(log["hours"] * 3600, np.cumsum(log["epoch_train_seconds"] + log["lost_seconds"]))
+    assert result["lost_training_seconds"] == pytest.approx(log["lost_seconds"].sum())
