@@ -22,6 +22,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -69,19 +70,30 @@ def job_records(jobcomp: Path) -> dict[str, dict[str, str]]:
     return records
 
 
+def _marker(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
 def _cancel_mid_epoch(marker: Path, proc: subprocess.Popen, timeout: float) -> str | None:
-    """Wait for the run's epoch 2 to be training, then scancel its job (SIGTERM,
-    then SIGKILL after KillWait); the cancelled job id, or None if the epoch never came."""
+    """scancel the job of a run while its epoch 2 trains (Slurm then sends
+    SIGCONT and SIGTERM, and SIGKILL after KillWait); the cancelled job id, or
+    None if that moment never came. The trainer is frozen (SIGSTOP; it runs on
+    this very node) from the moment its epoch 2 starts until the cancellation,
+    so a fast machine cannot finish the epoch before Slurm's signal arrives."""
     deadline = time.monotonic() + timeout
     while proc.poll() is None and time.monotonic() < deadline:
-        try:
-            doc = json.loads(marker.read_text())
-        except (FileNotFoundError, json.JSONDecodeError):
-            doc = None
+        doc = _marker(marker)
         if doc and doc["epoch"] == 2 and doc["trained_seconds"] is None and doc.get("slurm_job_id"):
-            subprocess.run(["scancel", doc["slurm_job_id"]], check=True, timeout=60)
+            os.kill(doc["pid"], signal.SIGSTOP)
+            if (_marker(marker) or {}).get("trained_seconds") is not None:  # too late: the loop had ended
+                os.kill(doc["pid"], signal.SIGCONT)
+                return None
+            subprocess.run(["scancel", doc["slurm_job_id"]], check=True, timeout=60)  # SIGCONT, SIGTERM, ...
             return doc["slurm_job_id"]
-        time.sleep(0.2)
+        time.sleep(0.02)
     return None
 
 
