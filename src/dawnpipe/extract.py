@@ -37,7 +37,10 @@ def extract(tsv: Path, parquet: Path, run_json: Path, prices: Path) -> dict[str,
         if match.empty:
             raise DawnpipeError(f"{parquet}: no row for epoch {tta.epoch:g}, which {tsv} logs")
         wall = float(match.iloc[0])
-    usd_per_hour = price_per_hour(load_prices(prices), run["hardware"])
+    # prices are per machine (node); a data-parallel run pays for all its nodes
+    usd_per_hour = price_per_hour(load_prices(prices), run.get("hardware_price_tag", run["hardware"]))
+    if usd_per_hour is not None:
+        usd_per_hour *= int(run.get("nodes", 1))
     record = {
         "entry": run["entry"], "seed": int(run["seed"]), "task": task.name, "model": run["model"],
         "framework": run["framework"], "hardware": run["hardware"],

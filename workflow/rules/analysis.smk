@@ -14,7 +14,7 @@ rule extract:
     threads: 1
     resources:
         mem_mb=500,
-        runtime=5,
+        runtime=get_runtime(5),
     conda:
         "../../envs/report.yaml"
     shell:
@@ -32,7 +32,7 @@ rule stability:
     threads: 1
     resources:
         mem_mb=500,
-        runtime=5,
+        runtime=get_runtime(5),
     conda:
         "../../envs/report.yaml"
     shell:

@@ -161,7 +161,8 @@ def get_train_code(wildcards):
     model retrains; editing the report does not."""
     pkg = os.path.join(SRC, "dawnpipe")
     files = ["train/cli.py", "train/logbook.py", "train/schedule.py", "train/data_source.py", "data/loader.py", "entries.py"]
-    files += ["train/tf_trainer.py", "models/tf_zoo.py", "tf_runtime.py"] if is_tensorflow(wildcards) else ["train/torch_trainer.py", "models/torch_zoo.py"]
+    files += ["train/tf_trainer.py", "models/tf_zoo.py", "tf_runtime.py"] if is_tensorflow(wildcards) else [
+        "train/torch_trainer.py", "models/torch_zoo.py", "train/distributed.py", "train/interruptions.py"]
     if get_task(ENTRIES[wildcards.entry]["task"]).data.get("kind") == "squad":
         files += ["train/squad_trainer.py", "models/squad_reader.py", "data/squad.py", "squad/text.py", "squad/evaluate.py"]
     return [os.path.relpath(os.path.join(pkg, f)) for f in files if os.path.exists(os.path.join(pkg, f))]
@@ -189,13 +190,91 @@ def get_timed_threads():
     return max(1, workflow.cores or 1)
 
 
+# ---- what a job asks of a cluster (the Slurm executor reads these resources;
+# local runs ignore all but threads). Partitions and accounts: profiles only.
+
+
+def get_layout(wildcards):
+    """(nodes, processes per node) of an entry's data-parallel training."""
+    layout = ENTRIES[wildcards.entry]["distributed"]
+    return layout["nodes"], layout["processes_per_node"]
+
+
+def get_world_size(wildcards):
+    nodes, per_node = get_layout(wildcards)
+    return nodes * per_node
+
+
+def is_distributed(wildcards):
+    return get_world_size(wildcards) > 1
+
+
+def is_gpu(wildcards):
+    """Only entries that insist on CUDA ask for GPUs: `auto` cannot know at
+    submission time whether the node it lands on has one."""
+    return ENTRIES[wildcards.entry]["device"] == "cuda"
+
+
+def get_train_threads(wildcards):
+    """CPU threads of each training process: a whole node's cores (the profile's
+    `cores`) shared by the processes on it. The CLI's --threads is per process."""
+    return max(1, get_timed_threads() // get_layout(wildcards)[1])
+
+
+def get_train_mem_mb(wildcards):
+    """Memory per node (sbatch --mem): the data set lives in every process."""
+    return 4000 + 4000 * get_layout(wildcards)[1]
+
+
+def get_train_gpus(wildcards):
+    """GPUs of the whole job (sbatch --gpus): one per process, or none."""
+    return get_world_size(wildcards) if is_gpu(wildcards) else 0
+
+
+def get_train_cpus_per_gpu(wildcards):
+    """sbatch --cpus-per-gpu for GPU jobs (the plugin uses it instead of
+    --cpus-per-task when gpu > 0): each process's threads."""
+    return get_train_threads(wildcards)
+
+
+def get_train_mpi(wildcards):
+    """`srun` for multi-process training. The plugin then submits --ntasks /
+    --nodes and runs the rule's command once, in the batch step, and
+    `dawnpipe train` starts the ranks with srun itself (dawnpipe.train.distributed).
+    Empty for one process (the plugin then reads it as "not MPI")."""
+    return "srun" if is_distributed(wildcards) else ""
+
+
+def get_train_tasks(wildcards):
+    return get_world_size(wildcards)
+
+
+def get_train_nodes(wildcards):
+    return get_layout(wildcards)[0]
+
+
+def get_infer_gpus(wildcards):
+    """Inference answers one item at a time in one process: one GPU for a CUDA entry."""
+    return 1 if is_gpu(wildcards) else 0
+
+
 def get_train_runtime(wildcards, attempt):
-    """Minutes of walltime; grows with each retry after a timeout."""
+    """Minutes of walltime; grows with each retry after a timeout (and the
+    retry resumes from the last finished epoch)."""
     return 120 * attempt
 
 
 def get_infer_runtime(wildcards, attempt):
     return 60 * attempt
+
+
+def get_runtime(minutes):
+    """Walltime of a rule: `minutes` on the first attempt, growing with each retry."""
+
+    def runtime(wildcards, attempt):
+        return minutes * attempt
+
+    return runtime
 
 
 # Where `rule export_submissions` writes our runs as DAWNBench v1 submissions.

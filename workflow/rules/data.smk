@@ -16,7 +16,7 @@ rule fetch:
     threads: 1
     resources:
         mem_mb=1000,
-        runtime=60,
+        runtime=get_runtime(60),
     conda:
         "../../envs/report.yaml"
     shell:
@@ -33,7 +33,7 @@ rule prepare:
     threads: get_prepare_threads
     resources:
         mem_mb=4000,
-        runtime=30,
+        runtime=get_runtime(30),
     conda:
         "../../envs/report.yaml"
     shell:

@@ -36,6 +36,8 @@ rule infer:
         mem_mb=4000,
         runtime=get_infer_runtime,
         timing=1,
+        gpu=get_infer_gpus,  # the GPU a CUDA entry answers on
+        cpus_per_gpu=get_timed_threads(),
     conda:
         get_train_env
     shell:

@@ -25,7 +25,7 @@ rule report:
     threads: 1
     resources:
         mem_mb=2000,
-        runtime=10,
+        runtime=get_runtime(10),
     conda:
         "../../envs/report.yaml"
     shell:

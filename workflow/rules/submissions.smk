@@ -22,7 +22,7 @@ rule export_submissions:
     threads: 1
     resources:
         mem_mb=500,
-        runtime=5,
+        runtime=get_runtime(5),
     conda:
         "../../envs/report.yaml"
     shell:

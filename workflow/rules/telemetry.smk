@@ -18,7 +18,7 @@ rule flops:
     threads: 1
     resources:
         mem_mb=2000,
-        runtime=10,
+        runtime=get_runtime(10),
     conda:
         get_train_env
     shell:
@@ -40,7 +40,7 @@ rule utilization:
     threads: 1
     resources:
         mem_mb=1000,
-        runtime=5,
+        runtime=get_runtime(5),
     conda:
         "../../envs/report.yaml"
     shell:
@@ -62,7 +62,7 @@ rule sensitivity:
     threads: 1
     resources:
         mem_mb=500,
-        runtime=5,
+        runtime=get_runtime(5),
     conda:
         "../../envs/report.yaml"
     shell:

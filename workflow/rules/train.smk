@@ -1,6 +1,9 @@
 # One training run per (entry, seed). Timed jobs take the whole machine
 # (threads: all cores) and the `timing` resource (1 in the profiles), so two
-# measurements never share the CPU.
+# measurements never share the CPU. A data-parallel entry (distributed: in the
+# entry) runs one process per GPU or per share of a node's cores: `dawnpipe
+# train` starts them itself, with torchrun locally and srun inside a Slurm job
+# (tasks/nodes/mpi below tell the Slurm plugin to allocate them).
 
 
 rule train:
@@ -24,11 +27,17 @@ rule train:
         work="results/.work/{entry}/seed{seed}",
         # a new interval re-samples, which takes the run again: a deliberate rerun trigger
         telemetry_interval=get_telemetry_interval,
-    threads: get_timed_threads()
+    threads: get_train_threads  # per process; a node's cores over its processes
     resources:
-        mem_mb=8000,
+        mem_mb=get_train_mem_mb,
         runtime=get_train_runtime,
         timing=1,
+        gpu=get_train_gpus,
+        cpus_per_gpu=get_train_cpus_per_gpu,
+        tasks_per_gpu=1,  # otherwise the plugin passes `tasks` as --ntasks-per-gpu
+        tasks=get_train_tasks,
+        nodes=get_train_nodes,
+        mpi=get_train_mpi,
     conda:
         get_train_env
     shell:

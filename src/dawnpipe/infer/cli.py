@@ -98,7 +98,7 @@ def run(args) -> int:
         raise DawnpipeError(f"{args.run_json}: none of the backends {', '.join(wanted)} answers a {framework} run's {kind.name} items")
 
     data = prepared_dir(args.data, task.name)
-    usd_per_hour = price_per_hour(load_prices(args.prices), run_info["hardware"])
+    usd_per_hour = price_per_hour(load_prices(args.prices), run_info.get("hardware_price_tag", run_info["hardware"]))  # one machine
     inference = kind.load(task, data, args.limit)
     results = []
     for name in chosen:

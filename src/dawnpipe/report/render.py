@@ -15,6 +15,7 @@ from dawnpipe.leaderboard import OBJECTIVES, task_order
 from dawnpipe.report import telemetry_sections
 from dawnpipe.report.latency_views import latency_against_training, latency_distribution
 from dawnpipe.report.svg import line_chart
+from dawnpipe.scaling import wants_section as wants_scaling
 from dawnpipe.tasks import all_tasks
 
 
@@ -62,6 +63,7 @@ SECTIONS = [
     ("sections/excluded.html.j2", lambda ctx: bool(ctx["board"]["excluded"])),
     ("sections/audit.html.j2", lambda ctx: ctx["audit"] is not None),
     ("sections/stability.html.j2", lambda ctx: bool(ctx["stability"])),
+    ("sections/scaling.html.j2", wants_scaling),  # fills ctx["scaling"]
     ("sections/utilization.html.j2", lambda ctx: bool(ctx["energy"])),
     ("sections/sensitivity.html.j2", lambda ctx: bool(ctx["sensitivity"])),
     ("sections/frameworks.html.j2", lambda ctx: bool(ctx["board"].get("frameworks"))),

@@ -6,11 +6,20 @@
         --checkpoint results/runs/fastnet/seed0/model.pt --run-json results/runs/fastnet/seed0/run.json
 
 ``--work-dir`` keeps the per-epoch state (resumable after an interruption);
-the declared outputs appear only when the run completes, run.json last.
+the declared outputs appear only when the run completes, run.json last. A run
+stopped by SIGTERM (a Slurm walltime) or killed resumes from its last finished
+epoch when started again with the same arguments, and counts the training
+time it lost (run.json ``result.interruptions``).
+
+An entry with ``distributed:`` (several processes) makes this command start
+them itself, with srun inside a Slurm allocation and torchrun elsewhere (see
+dawnpipe.train.distributed); ``--threads`` is then per process.
 """
 
 from __future__ import annotations
 
+import argparse
+import os
 import shutil
 from pathlib import Path
 
@@ -18,9 +27,11 @@ from dawnpipe import telemetry
 from dawnpipe.argtypes import add_flag, add_task_options, optional_int, task_option
 from dawnpipe.data.loader import prepared_dir
 from dawnpipe.entries import config_hash, load_entry, run_settings
+from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import read_json, write_json
 from dawnpipe.runinfo import base_environment, now_iso
 from dawnpipe.tasks import get_task
+from dawnpipe.train.distributed import SINGLE, Layout, hardware_tag, rank_from_env, run_launcher
 
 
 def configure(p) -> None:
@@ -36,7 +47,7 @@ def configure(p) -> None:
     p.add_argument("--train-limit", type=optional_int, help="use only the first N training items (demo/test configs; null = all)")
     p.add_argument("--test-limit", type=optional_int, help="use only the first N test items (demo/test configs; null = all)")
     add_flag(p, "--stop-at-threshold", "end training after the first epoch at the threshold")
-    p.add_argument("--threads", type=int, help="CPU threads for the framework (default: its own choice)")
+    p.add_argument("--threads", type=int, help="CPU threads for the framework, per process (default: its own choice)")
     p.add_argument("--no-resume", action="store_true", help="ignore saved per-epoch state and start from scratch")
     add_task_options(p, what="demo threshold", dest="threshold_for", type=float, metavar="VALUE")
     p.add_argument("--telemetry", type=Path, help="output: hardware samples, Parquet (default: telemetry.parquet beside --run-json)")
@@ -69,21 +80,36 @@ def settings_from_args(args) -> dict:
 def run(args) -> int:
     settings = settings_from_args(args)
     entry = settings["entry"]
+    layout = Layout.of(entry)
+    rank = SINGLE
+    if layout.world_size > 1:
+        if entry["framework"] != "pytorch" or get_task(entry["task"]).data.get("kind") == "squad":
+            raise DawnpipeError(f"{args.entry}: distributed: data-parallel training is implemented for the PyTorch image trainer only")
+        rank = rank_from_env(os.environ, layout.world_size)
+        if rank is None:  # not one of the ranks yet: start them, and let them write everything
+            return run_launcher(layout, command_line(args), args.threads)
     data = prepared_dir(args.data, entry["task"])
     work_dir = args.work_dir or args.run_json.parent / ".work"
     work_dir.mkdir(parents=True, exist_ok=True)
     started = now_iso()
     Outputs, train = trainer_for(entry)
+    outputs = Outputs(args.tsv, args.log_parquet, args.checkpoint, args.run_json, work_dir)
+    extra = {"rank": rank} if rank.distributed else {}  # only the PyTorch trainer knows ranks
+    if not rank.is_main:  # rank 0 samples the node's telemetry and writes every output
+        train(settings, data, outputs, threads=args.threads, resume=not args.no_resume, **extra)
+        return 0
     with telemetry.sampling(args.telemetry or args.run_json.parent / "telemetry.parquet", args.telemetry_interval,
                             partial_path=work_dir / "telemetry.partial.parquet") as sampler:
-        summary = train(settings, data, Outputs(args.tsv, args.log_parquet, args.checkpoint, args.run_json, work_dir),
-                        threads=args.threads, resume=not args.no_resume)
+        summary = train(settings, data, outputs, threads=args.threads, resume=not args.no_resume, **extra)
     environment = {**base_environment(), **summary.pop("environment")}
     telemetry_record = telemetry.run_record(sampler, args.telemetry_interval, framework=entry["framework"],
                                             environment=environment, precision=entry["hyperparameters"]["precision"])
     write_json(args.run_json, {
         "entry": entry["id"], "seed": settings["seed"], "task": entry["task"], "framework": entry["framework"],
-        "model": entry["model"], "hardware": entry["hardware"],
+        "model": entry["model"],
+        # the leaderboard's hardware column: the priced tag, with the process layout when there are several
+        "hardware": hardware_tag(entry["hardware"], layout), "hardware_price_tag": entry["hardware"],
+        "world_size": layout.world_size, "nodes": layout.nodes,
         "threshold": settings["threshold"], "official_threshold": settings["official_threshold"],
         "demo_threshold": settings["demo_threshold"],
         "config_hash": config_hash(settings),
@@ -93,6 +119,24 @@ def run(args) -> int:
     })
     shutil.rmtree(work_dir, ignore_errors=True)  # resume state is only for unfinished runs
     return 0
+
+
+def command_line(args) -> list[str]:
+    """``train`` and the arguments of ``args``, to start the same run once per rank."""
+    parser = argparse.ArgumentParser()
+    configure(parser)
+    argv = ["train"]
+    for action in parser._actions:
+        if not action.option_strings or action.dest == "help":
+            continue
+        value = getattr(args, action.dest)
+        if isinstance(action, argparse._StoreTrueAction):
+            argv += [action.option_strings[0]] if value else []
+        elif isinstance(value, (list, tuple)):
+            argv += [action.option_strings[0], *map(str, value)]
+        elif value is not None:
+            argv += [action.option_strings[0], str(value)]  # booleans as True/False, which their types read back
+    return argv
 
 
 def _manifest_hash(data: Path) -> str:

@@ -95,7 +95,13 @@ def random_resized_crop(x: torch.Tensor, size: int, min_scale: float, gen: torch
     """Per item, a random crop of ``min_scale``..1 of the area with aspect ratio
     3/4..4/3, resized to ``size`` x ``size`` (bilinear), on the device in one
     ``grid_sample`` call. The ImageNet augmentation of the ResNet papers."""
-    n = x.shape[0]
+    return resized_crop(x, size, draw_resized_crop(x.shape[0], min_scale, gen))
+
+
+def draw_resized_crop(n: int, min_scale: float, gen: torch.Generator) -> torch.Tensor:
+    """The random choices of ``random_resized_crop`` for n items (n x 2 x 3
+    affine maps, on the CPU). Data-parallel ranks draw them for the whole
+    global batch and each applies its share, so they crop as one process would."""
     area = min_scale + (1.0 - min_scale) * torch.rand(n, generator=gen)
     log_ratio = math.log(3 / 4) + (math.log(4 / 3) - math.log(3 / 4)) * torch.rand(n, generator=gen)
     w = torch.sqrt(area * torch.exp(log_ratio))  # fractions of the side; w * h = area <= 1
@@ -106,5 +112,9 @@ def random_resized_crop(x: torch.Tensor, size: int, min_scale: float, gen: torch
     cy = (1.0 - h) * (2.0 * torch.rand(n, generator=gen) - 1.0)
     theta = torch.zeros(n, 2, 3)
     theta[:, 0, 0], theta[:, 0, 2], theta[:, 1, 1], theta[:, 1, 2] = w, cx, h, cy
-    grid = F.affine_grid(theta.to(x.device, x.dtype), [n, x.shape[1], size, size], align_corners=False)
+    return theta
+
+
+def resized_crop(x: torch.Tensor, size: int, theta: torch.Tensor) -> torch.Tensor:
+    grid = F.affine_grid(theta.to(x.device, x.dtype), [x.shape[0], x.shape[1], size, size], align_corners=False)
     return F.grid_sample(x, grid, mode="bilinear", padding_mode="reflection", align_corners=False)

@@ -20,8 +20,11 @@ from dawnpipe.fileio import write_parquet, write_text
 
 PARQUET_COLUMNS = [
     "epoch", "hours", "wall_hours", "train_loss", "eval_loss", "eval_seconds", "checkpoint_seconds",
-    "epoch_train_seconds", "lr", "items_per_second",
+    "epoch_train_seconds", "lost_seconds", "lr", "items_per_second",
 ]
+# lost_seconds: training time of this epoch lost to interruptions of earlier
+# attempts (dawnpipe.train.interruptions), included in `hours`; empty when
+# the trainer does not track it.
 
 
 class Logbook:

@@ -8,11 +8,24 @@ queued kernels are not left outside it. The whole data set is moved to the
 device once, before the clock starts, as uint8 (like airbench), and batches are
 augmented on the device. Sets too large for memory (ImageNet) are streamed
 from memory-mapped shards instead: see dawnpipe.train.data_source.
+
+Resuming and interruptions: after every epoch the whole training state
+(model, optimizer, gradient scaler, generators, log rows, clocks) goes to
+``<work-dir>/last.pt``; a restarted run with the same settings continues from
+there, and the training time an interruption lost is counted in its clock
+and recorded (dawnpipe.train.interruptions). SIGTERM stops the run at the
+next step.
+
+Data-parallel (an entry's ``distributed:``): one process per rank, started by
+the CLI (dawnpipe.train.distributed); each trains on its share of every
+global batch under DistributedDataParallel, the clock is read on rank 0 after
+a barrier, evaluation is split across the ranks, and rank 0 alone writes.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import time
 from dataclasses import dataclass
@@ -30,7 +43,10 @@ from dawnpipe.fileio import atomic_path, move_into_place
 from dawnpipe.models.torch_zoo import build_model
 from dawnpipe.tasks import get_task
 from dawnpipe.telemetry import mark_training_clock
-from dawnpipe.train.data_source import device_images, epoch_batches, image_stats, random_resized_crop
+from dawnpipe.train import distributed as ddp
+from dawnpipe.train.data_source import device_images, draw_resized_crop, epoch_batches, image_stats, resized_crop
+from dawnpipe.train.distributed import SINGLE, Rank
+from dawnpipe.train.interruptions import EpochJournal, Interrupted, StopRequest
 from dawnpipe.train.logbook import Logbook
 from dawnpipe.train.schedule import lr_at
 
@@ -45,15 +61,19 @@ class Outputs:
 
 
 class TrainingClock:
-    """Accumulates seconds spent inside ``with clock.running():`` blocks."""
+    """Accumulates seconds spent inside ``with clock.running():`` blocks. With
+    several processes every rank waits at a barrier before each reading, so
+    rank 0's clock (the one logged) spans the slowest rank's work."""
 
-    def __init__(self, device: torch.device, elapsed: float = 0.0):
+    def __init__(self, device: torch.device, elapsed: float = 0.0, rank: Rank = SINGLE):
         self.device = device
         self.elapsed = elapsed
+        self.rank = rank
 
     def _sync(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
+        ddp.barrier(self.rank)
 
     @contextlib.contextmanager
     def running(self):
@@ -73,10 +93,13 @@ def seed_everything(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
-def pick_device(requested: str) -> torch.device:
+def pick_device(requested: str, rank: Rank = SINGLE) -> torch.device:
     if requested == "cuda" or (requested == "auto" and torch.cuda.is_available()):
         if not torch.cuda.is_available():
-            raise DawnpipeError("entry asks for device: cuda but no CUDA device is available")
+            raise DawnpipeError("entry asks for device: cuda but no CUDA device is available "
+                                f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')})")
+        if rank.distributed:  # one GPU per process
+            torch.cuda.set_device(ddp.cuda_device_index(rank, torch.cuda.device_count()))
         return torch.device("cuda", torch.cuda.current_device())
     return torch.device("cpu")
 
@@ -92,17 +115,33 @@ def autocast(device: torch.device, precision: str):
 
 def augment(x: torch.Tensor, pad: int, flip: bool, gen: torch.Generator) -> torch.Tensor:
     """Per-item random crop (after zero padding) and horizontal flip of a float batch."""
-    n, _, h, w = x.shape
+    return apply_augment(x, draw_augment(x.shape[0], pad, flip, gen), pad)
+
+
+def draw_augment(n: int, pad: int, flip: bool, gen: torch.Generator) -> dict[str, torch.Tensor]:
+    """The random choices of ``augment`` for n items. Drawn for a whole global
+    batch on every rank, then sliced to the rank's share, they make a
+    data-parallel run augment each item exactly as one process would."""
+    params = {}
     if pad:
+        params["dy"] = torch.randint(0, 2 * pad + 1, (n,), generator=gen)
+        params["dx"] = torch.randint(0, 2 * pad + 1, (n,), generator=gen)
+    if flip:
+        params["flip"] = torch.rand(n, generator=gen) < 0.5
+    return params
+
+
+def apply_augment(x: torch.Tensor, params: dict[str, torch.Tensor], pad: int) -> torch.Tensor:
+    n, _, h, w = x.shape
+    if "dy" in params:
         xp = F.pad(x, (pad, pad, pad, pad))
-        dy = torch.randint(0, 2 * pad + 1, (n,), generator=gen).to(x.device)
-        dx = torch.randint(0, 2 * pad + 1, (n,), generator=gen).to(x.device)
+        dy, dx = params["dy"].to(x.device), params["dx"].to(x.device)
         rows = (torch.arange(h, device=x.device)[None, :] + dy[:, None])[:, :, None]
         cols = (torch.arange(w, device=x.device)[None, :] + dx[:, None])[:, None, :]
         # advanced indexing puts the indexed dims first: (n, h, w, c) -> (n, c, h, w)
         x = xp[torch.arange(n, device=x.device)[:, None, None], :, rows, cols].permute(0, 3, 1, 2)
-    if flip:
-        mask = (torch.rand(n, generator=gen) < 0.5).to(x.device)[:, None, None, None]
+    if "flip" in params:
+        mask = params["flip"].to(x.device)[:, None, None, None]
         x = torch.where(mask, x.flip(3), x)
     return x
 
@@ -123,16 +162,20 @@ def topk_correct(logits: torch.Tensor, labels: torch.Tensor, ks: tuple[int, ...]
 
 
 @torch.inference_mode()
-def evaluate(model, images, labels, normalize, hp, device, metric_columns) -> tuple[dict[str, float], float]:
-    """Metrics in percent for ``metric_columns`` (top1Accuracy/top5Accuracy) and the mean loss."""
+def evaluate(model, images, labels, normalize, hp, device, metric_columns, rank: Rank = SINGLE) -> tuple[dict[str, float], float]:
+    """Metrics in percent for ``metric_columns`` (top1Accuracy/top5Accuracy) and
+    the mean loss. With several processes each evaluates its share of the
+    items and the counts are summed."""
     model.eval()
     ks = tuple(k for k, col in ((1, "top1Accuracy"), (5, "top5Accuracy")) if col in metric_columns) or (1,)
     correct = dict.fromkeys(ks, 0)
     loss_sum = 0.0
     fmt = torch.channels_last if hp["channels_last"] else torch.contiguous_format
-    for start in range(0, images.shape[0], hp["eval_batch_size"]):
-        x = normalize(images[start:start + hp["eval_batch_size"]].to(device).float() / 255.0).contiguous(memory_format=fmt)
-        y = labels[start:start + hp["eval_batch_size"]].to(device).long()
+    lo, hi = ddp.shard(images.shape[0], rank)
+    for start in range(lo, hi, hp["eval_batch_size"]):
+        end = min(start + hp["eval_batch_size"], hi)
+        x = normalize(images[start:end].to(device).float() / 255.0).contiguous(memory_format=fmt)
+        y = labels[start:end].to(device).long()
         with autocast(device, hp["precision"]):
             logits = model(x)
             if hp["tta_flip"]:
@@ -141,6 +184,9 @@ def evaluate(model, images, labels, normalize, hp, device, metric_columns) -> tu
         loss_sum += float(F.cross_entropy(logits / (2.0 if hp["tta_flip"] else 1.0), y, reduction="sum"))
         for k, n in topk_correct(logits, y, ks).items():
             correct[k] += n
+    if rank.distributed:
+        totals = ddp.all_reduce_sum(torch.tensor([loss_sum, *correct.values()], dtype=torch.float64, device=device), rank).tolist()
+        loss_sum, correct = totals[0], {k: int(round(v)) for k, v in zip(ks, totals[1:])}
     n = images.shape[0]
     metrics = {col: 100.0 * correct[k] / n for k, col in ((1, "top1Accuracy"), (5, "top5Accuracy")) if k in correct}
     return metrics, loss_sum / n
@@ -159,14 +205,27 @@ def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
         torch.save(payload, tmp)
 
 
-def train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: int | None = None, resume: bool = True) -> dict[str, Any]:
-    entry, hp = settings["entry"], settings["entry"]["hyperparameters"]
-    task = get_task(entry["task"])
+def train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: int | None = None, resume: bool = True,
+          rank: Rank = SINGLE) -> dict[str, Any] | None:
+    """Train one entry with one seed; the summary for run.json (None on ranks other than 0)."""
     if threads:
         torch.set_num_threads(threads)
     gen = seed_everything(settings["seed"])
-    device = pick_device(entry["device"])
+    device = pick_device(settings["entry"]["device"], rank)
+    rank = ddp.init(rank, device.type)
+    try:
+        with StopRequest().active() as stop:
+            return _train(settings, data_dir, out, resume=resume, rank=rank, gen=gen, device=device, stop=stop)
+    finally:
+        ddp.shutdown(rank)
+
+
+def _train(settings, data_dir: Path, out: Outputs, *, resume: bool, rank: Rank, gen: torch.Generator,
+           device: torch.device, stop: StopRequest) -> dict[str, Any] | None:
+    entry, hp = settings["entry"], settings["entry"]["hyperparameters"]
+    task = get_task(entry["task"])
     settings_hash = config_hash(settings)
+    world = rank.world_size
 
     train_split = load_split(data_dir, "train", settings["train_limit"])
     test_split = load_split(data_dir, "test", settings["test_limit"])
@@ -183,7 +242,8 @@ def train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: in
     optimizer = build_optimizer(model, hp)
     scaler = torch.amp.GradScaler("cuda", enabled=(device.type == "cuda" and hp["precision"] == "fp16"))
     logbook = Logbook(task.log_columns, task.metric_column, settings["threshold"])
-    clock = TrainingClock(device)
+    clock = TrainingClock(device, rank=rank)
+    journal = EpochJournal(out.work_dir, settings_hash) if rank.is_main else None
     wall_offset, start_epoch, resumed_from = 0.0, 0, None
 
     last_path = out.work_dir / "last.pt"
@@ -199,22 +259,49 @@ def train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: in
             logbook.rows = state["rows"]
             clock.elapsed, wall_offset, start_epoch = state["clock_seconds"], state["wall_seconds"], state["epoch"]
             resumed_from = start_epoch
-            print(f"train: resuming after epoch {start_epoch} from {last_path} (training clock {clock.elapsed:.1f}s so far)")
-        else:
+            if rank.is_main:
+                print(f"train: resuming after epoch {start_epoch} from {last_path} (training clock {clock.elapsed:.1f}s so far)")
+        elif rank.is_main:
             print(f"train: ignoring {last_path}: it belongs to a different configuration")
+    if journal is not None:
+        if not resume:
+            journal.reset()
+        if (found := journal.recover(start_epoch + 1)) is not None:
+            print(f"train: an earlier attempt died in epoch {found['epoch']} ({found['how']}): {found['lost_seconds']:.1f}s of training lost")
+        pending = journal.lost_in(start_epoch + 1)
+        if pending:
+            # spent, and paid for: counted in the training clock (and the wall clock, which never runs behind it)
+            clock.elapsed += pending
+            wall_offset += pending
+            print(f"train: counting {pending:.1f}s of training lost to interruptions of epoch {start_epoch + 1} in the training time")
 
     n_train, batch = train_x.shape[0], hp["batch_size"]
-    steps = n_train // batch + (1 if n_train % batch > 1 else 0)  # a lone last item would break batch norm
-    aug = hp["augment"]
+    if batch < world:
+        raise DawnpipeError(f"{entry['id']}: hyperparameters.batch_size {batch} is smaller than the {world} processes of "
+                            "distributed: (the batch is global, split across the processes)")
+    steps = n_train // batch + (1 if n_train % batch >= 2 * world else 0)  # a last share under 2 items would break batch norm
+    aug, rrc = hp["augment"], hp["augment"]["random_resized_crop"]
+    rank_batch = ddp.shard(batch, rank)[1] - ddp.shard(batch, rank)[0]  # this rank's share of a full batch
+    train_model = ddp.wrap(model, rank, device)
+
+    def rank_perm(perm: torch.Tensor) -> torch.Tensor:
+        """This rank's items of an epoch, step after step: its share of each global batch."""
+        if not rank.distributed:
+            return perm
+        shares = [perm[s * batch:(s + 1) * batch] for s in range(steps)]
+        return torch.cat([g[slice(*ddp.shard(len(g), rank))] for g in shares])
     checkpoint_meta = {
         "entry_id": entry["id"], "task": task.name, "framework": "pytorch", "model": entry["model"],
         "model_args": entry["model_args"], "in_channels": int(train_x.shape[1]), "num_classes": n_classes,
         "mean": mean, "std": std, "precision": hp["precision"], "channels_last": hp["channels_last"],
         "tta_flip": hp["tta_flip"], "threshold": settings["threshold"], "metric": task.metric_column,
     }
-    print(f"train: {entry['id']} seed {settings['seed']} on {device} ({torch.get_num_threads()} threads): "
-          f"{n_train} training items, {test_x.shape[0]} test items, {hp['epochs']} epochs of {steps} steps, "
-          f"threshold {task.metric_column} >= {settings['threshold']:g}" + (" (demo threshold)" if settings["demo_threshold"] else ""))
+    if rank.is_main:
+        print(f"train: {entry['id']} seed {settings['seed']} on {device} ({torch.get_num_threads()} threads"
+              + (f" x {world} processes, {rank.backend}" if rank.distributed else "") + "): "
+              f"{n_train} training items, {test_x.shape[0]} test items, {hp['epochs']} epochs of {steps} steps, "
+              f"threshold {task.metric_column} >= {settings['threshold']:g}" + (" (demo threshold)" if settings["demo_threshold"] else ""),
+              flush=True)
 
     wall_start = time.perf_counter() - wall_offset
     mark_training_clock(wall_start)  # places the log's wall_hours on the telemetry samples
@@ -223,65 +310,103 @@ def train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: in
         if logbook.reached_row is not None and settings["stop_at_threshold"]:  # resumed after reaching it
             stopped_early = True
             break
-        model.train()
+        if ddp.any_rank(stop.requested, rank, device):
+            raise Interrupted(f"stopped by {stop.signal_name or 'a signal to another process'} before epoch {epoch + 1}; "
+                              f"nothing lost, the state after epoch {epoch} is in {out.work_dir}")
+        train_model.train()
         epoch_clock_before = clock.elapsed
+        if journal is not None:
+            journal.begin(epoch + 1, clock.elapsed)
+        interrupted = False
         with clock.running():
             perm = torch.randperm(n_train, generator=gen)
             loss_sum = torch.zeros((), device=device)
             seen = 0
-            for step, (xb, yb) in enumerate(epoch_batches(train_x, train_y, perm, batch, steps)):
+            for step, (xb, yb) in enumerate(epoch_batches(train_x, train_y, rank_perm(perm), rank_batch, steps)):
+                if ddp.any_rank(stop.requested, rank, device):
+                    interrupted = True
+                    break
+                # one generator, the same draws on every rank for the whole global batch; each rank takes its share
+                global_items = min(batch, n_train - step * batch)
+                lo, hi = ddp.shard(global_items, rank)
                 x = xb.float() / 255.0
-                if aug["random_resized_crop"]["size"]:
-                    x = random_resized_crop(x, aug["random_resized_crop"]["size"], aug["random_resized_crop"]["min_scale"], gen)
-                x = augment(x, aug["crop_padding"], aug["flip"], gen)
+                if rrc["size"]:
+                    x = resized_crop(x, rrc["size"], draw_resized_crop(global_items, rrc["min_scale"], gen)[lo:hi])
+                choices = draw_augment(global_items, aug["crop_padding"], aug["flip"], gen)
+                x = apply_augment(x, {k: v[lo:hi] for k, v in choices.items()}, aug["crop_padding"])
                 x = normalize(x).contiguous(memory_format=fmt)
                 y = yb.long()
                 lr = lr_at(epoch + step / steps, hp["lr"], hp["schedule"], hp["epochs"])
                 for group in optimizer.param_groups:
                     group["lr"] = lr
                 with autocast(device, hp["precision"]):
-                    loss = F.cross_entropy(model(x), y, label_smoothing=hp["label_smoothing"])
+                    loss = F.cross_entropy(train_model(x), y, label_smoothing=hp["label_smoothing"])
+                # weighted by this rank's share, so DDP's average over ranks is the global batch's mean
+                objective = loss * (y.shape[0] * world / global_items) if rank.distributed else loss
                 optimizer.zero_grad(set_to_none=True)
-                scaler.scale(loss).backward()
+                scaler.scale(objective).backward()
                 scaler.step(optimizer)
                 scaler.update()
                 loss_sum += loss.detach().float() * y.shape[0]
                 seen += y.shape[0]
-            train_loss = float(loss_sum) / seen
+                if journal is not None:
+                    journal.heartbeat()
+            if not interrupted and rank.distributed:
+                totals = ddp.all_reduce_sum(torch.stack([loss_sum, torch.tensor(float(seen), device=device)]), rank)
+                loss_sum, seen = totals[0], int(totals[1].item())
+        if interrupted:
+            lost = clock.elapsed - epoch_clock_before
+            if journal is not None:
+                journal.interrupted(epoch + 1, lost, stop.signal_name or "another process's signal")
+            raise Interrupted(f"stopped by {stop.signal_name or 'a signal to another process'} in epoch {epoch + 1} after "
+                              f"{lost:.1f}s of its training; the state after epoch {epoch} is in {out.work_dir}. "
+                              "Rerun to resume: the lost time will count in the training time")
         epoch_seconds = clock.elapsed - epoch_clock_before
+        train_loss = float(loss_sum) / seen
+        if journal is not None:
+            journal.trained(epoch + 1, epoch_seconds)
         if not np.isfinite(train_loss):
             raise DawnpipeError(f"{entry['id']} seed {settings['seed']}: training loss became {train_loss} in epoch {epoch + 1}; the recipe diverged")
 
         t_eval = time.perf_counter()
-        metrics, eval_loss = evaluate(model, test_x, test_y, normalize, hp, device, task.log_columns)
+        ddp.sync_buffers(model, rank)
+        metrics, eval_loss = evaluate(model, test_x, test_y, normalize, hp, device, task.log_columns, rank)
         eval_seconds = time.perf_counter() - t_eval
 
+        lost_seconds = journal.lost_in(epoch + 1) if journal is not None else 0.0
         row = {
             "epoch": epoch + 1, "hours": clock.elapsed / 3600.0, **metrics,
             "wall_hours": None, "train_loss": train_loss, "eval_loss": eval_loss, "eval_seconds": eval_seconds,
-            "checkpoint_seconds": 0.0, "epoch_train_seconds": epoch_seconds, "lr": lr,
+            "checkpoint_seconds": 0.0, "epoch_train_seconds": epoch_seconds, "lost_seconds": lost_seconds, "lr": lr,
             "items_per_second": seen / epoch_seconds if epoch_seconds > 0 else float("nan"),
         }
         t_ckpt = time.perf_counter()
-        first_reached = logbook.add(row)
-        if first_reached:
-            save_checkpoint(work_threshold, {**checkpoint_meta, "state_dict": model.state_dict(), "epoch": epoch + 1,
-                                             "metric_value": row[task.metric_column], "reached_threshold": True})
-        row["wall_hours"] = (time.perf_counter() - wall_start) / 3600.0
-        logbook.write(out.work_dir / "train.tsv", out.work_dir / "train.parquet")
-        save_checkpoint(last_path, {
-            "settings_hash": settings_hash, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-            "scaler": scaler.state_dict(), "generator": gen.get_state(), "torch_rng": torch.get_rng_state(),
-            "rows": logbook.rows, "clock_seconds": clock.elapsed, "epoch": epoch + 1,
-            "wall_seconds": time.perf_counter() - wall_start,
-        })
-        row["checkpoint_seconds"] = time.perf_counter() - t_ckpt
-        print(logbook.progress_line(row, hp["epochs"], first_reached), flush=True)
+        first_reached = logbook.add(row)  # on every rank: the metrics are global, so every rank decides alike
+        if rank.is_main:
+            if first_reached:
+                save_checkpoint(work_threshold, {**checkpoint_meta, "state_dict": model.state_dict(), "epoch": epoch + 1,
+                                                 "metric_value": row[task.metric_column], "reached_threshold": True})
+            row["wall_hours"] = (time.perf_counter() - wall_start) / 3600.0
+            logbook.write(out.work_dir / "train.tsv", out.work_dir / "train.parquet")
+            save_checkpoint(last_path, {
+                "settings_hash": settings_hash, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                "scaler": scaler.state_dict(), "generator": gen.get_state(), "torch_rng": torch.get_rng_state(),
+                "world_size": world,
+                "rows": logbook.rows, "clock_seconds": clock.elapsed, "epoch": epoch + 1,
+                "wall_seconds": time.perf_counter() - wall_start,
+            })
+            journal.saved(epoch + 1)
+            row["checkpoint_seconds"] = time.perf_counter() - t_ckpt
+            print(logbook.progress_line(row, hp["epochs"], first_reached), flush=True)
         if first_reached and settings["stop_at_threshold"] and epoch + 1 < hp["epochs"]:
             stopped_early = True
-            print(f"train: stopping at the threshold (stop_at_threshold); {hp['epochs'] - epoch - 1} epochs of the budget not run")
+            if rank.is_main:
+                print(f"train: stopping at the threshold (stop_at_threshold); {hp['epochs'] - epoch - 1} epochs of the budget not run")
             break
 
+    ddp.barrier(rank)
+    if not rank.is_main:
+        return None
     reached = logbook.reached_row
     if reached is None:
         last = logbook.rows[-1]
@@ -301,6 +426,10 @@ def train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: in
         "wall_hours": (time.perf_counter() - wall_start) / 3600.0,
         "best_metric": max(r[task.metric_column] for r in logbook.rows),
         "resumed_from_epoch": resumed_from,
+        "lost_training_seconds": journal.lost_total,
+        "interruptions": journal.records,
+        "world_size": world,
+        "distributed": ddp.layout_record(ddp.Layout.of(entry), rank),
         "train_items": int(n_train), "test_items": int(test_x.shape[0]),
         "environment": _environment(device),
     }

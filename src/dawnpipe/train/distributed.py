@@ -1,0 +1,288 @@
+"""Data-parallel training with torch.distributed (DDP): launching the ranks,
+and the few collective steps the trainer needs.
+
+An entry's ``distributed: {nodes, processes_per_node}`` asks for several
+processes: one per GPU (NCCL) or per share of a node's CPU cores (gloo).
+``dawnpipe train`` is then first a *launcher*: it starts the same command line
+once per rank and waits for it,
+
+- inside a Slurm allocation (``SLURM_JOB_ID`` set; the train rule asks the
+  Slurm plugin for the tasks and nodes) with ``srun``, rank 0's address and a
+  free port passed down in ``MASTER_ADDR``/``MASTER_PORT``;
+- elsewhere with ``torchrun --standalone`` (``python -m torch.distributed.run``),
+  which only covers one node.
+
+A process knows it is a rank from its environment (torchrun's ``RANK``...,
+or srun's ``SLURM_STEP_ID``/``SLURM_PROCID`` with ``SLURM_NTASKS`` equal to the
+world size), so ``srun python -m dawnpipe train ...`` in a hand-written batch
+script works too.
+
+The global batch of an entry (``hyperparameters.batch_size``) is split across
+the ranks: every rank draws the same permutation and the same augmentation
+choices for the whole global batch (one generator, seeded alike), and trains
+on its contiguous share. Each rank's loss is weighted by its share so that DDP's
+gradient average equals the gradient of the global batch mean: one process or
+eight see the same items with the same augmentation, and differ only by batch
+norm statistics (per rank, as in standard DDP) and floating-point order.
+
+This module imports torch lazily: the launcher path never needs it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from dawnpipe.errors import DawnpipeError
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Processes an entry asks for."""
+
+    nodes: int = 1
+    processes_per_node: int = 1
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.processes_per_node
+
+    @classmethod
+    def of(cls, entry: Mapping[str, Any]) -> "Layout":
+        d = entry.get("distributed") or {}
+        return cls(int(d.get("nodes", 1)), int(d.get("processes_per_node", 1)))
+
+
+@dataclass(frozen=True)
+class Rank:
+    """This process's place in the job (rank 0 of 1 when not distributed)."""
+
+    rank: int = 0
+    local_rank: int = 0
+    world_size: int = 1
+    launcher: str = "none"  # none | torchrun | srun
+    backend: str | None = None  # gloo | nccl, once the process group exists
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+
+SINGLE = Rank()
+
+
+def hardware_tag(price_tag: str, layout: Layout) -> str:
+    """The hardware as the leaderboard shows it: the entry's (per-node, priced)
+    tag, and the layout when there is more than one process."""
+    if layout.world_size == 1:
+        return price_tag
+    nodes = f"{layout.nodes} x " if layout.nodes > 1 else ""
+    return f"{nodes}{price_tag} ({layout.world_size} processes)"
+
+
+# ---------------------------------------------------------------- who am I
+
+
+def rank_from_env(env: Mapping[str, str], world_size: int) -> Rank | None:
+    """This process's rank if a launcher started it, else None (it must launch)."""
+    if "RANK" in env and "WORLD_SIZE" in env and "LOCAL_RANK" in env:  # torchrun
+        got = int(env["WORLD_SIZE"])
+        if got != world_size:
+            raise DawnpipeError(f"started by torchrun with WORLD_SIZE={got}, but the entry's distributed layout has {world_size} processes")
+        return Rank(int(env["RANK"]), int(env["LOCAL_RANK"]), world_size, "torchrun")
+    if "SLURM_STEP_ID" in env and "SLURM_PROCID" in env and int(env.get("SLURM_NTASKS", "1")) == world_size > 1:
+        return Rank(int(env["SLURM_PROCID"]), int(env.get("SLURM_LOCALID", "0")), world_size, "srun")
+    return None
+
+
+# ---------------------------------------------------------------- launching
+
+
+def launch_command(layout: Layout, args: Sequence[str], env: Mapping[str, str], threads: int | None = None) -> tuple[list[str], dict[str, str]]:
+    """(command, extra environment) that runs ``python -m dawnpipe <args>`` once
+    per rank; ``threads`` is each rank's CPU share (srun's --cpus-per-task)."""
+    module = [sys.executable, "-m", "dawnpipe", *args]
+    if "SLURM_JOB_ID" in env:
+        if shutil.which("srun") is None:
+            raise DawnpipeError("SLURM_JOB_ID is set but srun is not on PATH; cannot start the ranks inside this allocation")
+        # Every option explicit: the Slurm plugin strips the allocation's SLURM_*
+        # variables (task counts, cpus per task) before running the rule's command.
+        cmd = ["srun", f"--ntasks={layout.world_size}", f"--nodes={layout.nodes}",
+               f"--ntasks-per-node={layout.processes_per_node}", *([f"--cpus-per-task={threads}"] if threads else []),
+               "--kill-on-bad-exit=1",  # one rank failing ends the others instead of leaving them in a collective
+               *module]
+        return cmd, {"MASTER_ADDR": first_node(env), "MASTER_PORT": str(free_port())}
+    if layout.nodes > 1:
+        raise DawnpipeError(f"distributed.nodes is {layout.nodes}: more than one node needs a Slurm allocation "
+                            "(run through `snakemake --profile profiles/slurm`, or inside sbatch/salloc)")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={layout.processes_per_node}",
+           "-m", "dawnpipe", *args]
+    # torchrun would otherwise set 1 (with a banner); the trainer sets --threads itself anyway
+    return cmd, {"OMP_NUM_THREADS": str(threads or 1)}
+
+
+def first_node(env: Mapping[str, str]) -> str:
+    """Host of rank 0: the first node of the allocation (srun places ranks in
+    node order). The node list comes from the environment or, where the Slurm
+    plugin stripped it, from squeue; the batch step runs on that node, so its
+    own host name is the fallback."""
+    try:
+        nodelist = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
+        if not nodelist and env.get("SLURM_JOB_ID"):
+            nodelist = _run(["squeue", "-h", "-j", env["SLURM_JOB_ID"], "-o", "%N"]).strip()
+        if nodelist:
+            hosts = _run(["scontrol", "show", "hostnames", nodelist]).split()
+            if hosts:
+                return hosts[0]
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return socket.gethostname()
+
+
+def _run(cmd: list[str]) -> str:
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=True).stdout
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
+def run_launcher(layout: Layout, args: Sequence[str], threads: int | None = None) -> int:
+    """Start the ranks and wait for them; forward SIGTERM/SIGINT (Slurm's
+    walltime signal, Ctrl-C) so they can save what they have and stop."""
+    cmd, extra = launch_command(layout, args, os.environ, threads)
+    env = {**os.environ, **extra}
+    print(f"train: starting {layout.world_size} processes ({layout.nodes} node(s) x {layout.processes_per_node}): {' '.join(cmd[:8])} ...", flush=True)
+    proc = subprocess.Popen(cmd, env=env)
+    previous = {}
+
+    def forward(signum, _frame):
+        if proc.poll() is None:
+            proc.send_signal(signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        previous[sig] = signal.signal(sig, forward)
+    try:
+        code = proc.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return code if code >= 0 else 128 - code  # killed by a signal: the shell's convention
+
+
+# ---------------------------------------------------------------- inside a rank
+
+
+def init(rank: Rank, device_type: str) -> Rank:
+    """Join the process group: NCCL between GPUs, gloo between CPU processes."""
+    if not rank.distributed:
+        return rank
+    import datetime as dt
+
+    import torch.distributed as dist
+
+    env = os.environ
+    if rank.launcher == "srun" and "MASTER_ADDR" not in env:  # srun by hand, not through our launcher
+        env["MASTER_ADDR"] = first_node(env)
+        env["MASTER_PORT"] = str(20000 + int(env.get("SLURM_JOB_ID", "0")) % 20000)
+    backend = "nccl" if device_type == "cuda" else "gloo"
+    dist.init_process_group(backend, init_method="env://", rank=rank.rank, world_size=rank.world_size,
+                            timeout=dt.timedelta(minutes=30))
+    return Rank(rank.rank, rank.local_rank, rank.world_size, rank.launcher, backend)
+
+
+def cuda_device_index(rank: Rank, device_count: int) -> int:
+    """GPU of this rank: its local rank among the node's GPUs, or the only one
+    it sees when Slurm binds one GPU per task."""
+    if device_count < 1:
+        raise DawnpipeError("entry asks for device: cuda but no CUDA device is available")
+    return rank.local_rank % device_count
+
+
+def shard(n: int, rank: Rank) -> tuple[int, int]:
+    """[lo, hi) of rank's contiguous share of n items (the first n % world ranks get one more)."""
+    base, extra = divmod(n, rank.world_size)
+    lo = rank.rank * base + min(rank.rank, extra)
+    return lo, lo + base + (1 if rank.rank < extra else 0)
+
+
+def barrier(rank: Rank) -> None:
+    if rank.distributed:
+        import torch.distributed as dist
+
+        dist.barrier()
+
+
+def all_reduce_sum(tensor, rank: Rank):
+    """Sum of ``tensor`` over the ranks (in place; returned for convenience)."""
+    if rank.distributed:
+        import torch.distributed as dist
+
+        dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+    return tensor
+
+
+def any_rank(flag: bool, rank: Rank, device) -> bool:
+    """True on every rank if it is True on one (e.g. a SIGTERM seen by one rank)."""
+    if not rank.distributed:
+        return flag
+    import torch
+
+    t = torch.tensor([1.0 if flag else 0.0], device=device)
+    return bool(all_reduce_sum(t, rank).item() > 0)
+
+
+def wrap(model, rank: Rank, device):
+    """The model DDP trains (itself when there is one process)."""
+    if not rank.distributed:
+        return model
+    import warnings
+
+    from torch.nn.parallel import DistributedDataParallel
+
+    # A 1-input-channel convolution's weight is both NCHW- and NHWC-contiguous;
+    # autograd may pick the other strides for its gradient. Only a copy, not an error.
+    warnings.filterwarnings("ignore", message="Grad strides do not match bucket view strides")
+    return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+
+
+def unwrap(model):
+    return getattr(model, "module", model)
+
+
+def sync_buffers(model, rank: Rank) -> None:
+    """Give every rank rank 0's buffers (batch norm running statistics, which
+    each rank updates from its own share), so all evaluate, and rank 0 saves,
+    one and the same model."""
+    if not rank.distributed:
+        return
+    import torch.distributed as dist
+
+    for buf in unwrap(model).buffers():
+        dist.broadcast(buf, src=0)
+
+
+def shutdown(rank: Rank) -> None:
+    if rank.distributed and rank.backend:
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def layout_record(layout: Layout, rank: Rank) -> dict[str, Any]:
+    """What run.json says about the processes."""
+    return {"nodes": layout.nodes, "processes_per_node": layout.processes_per_node, "world_size": layout.world_size,
+            "backend": rank.backend, "launcher": rank.launcher}

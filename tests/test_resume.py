@@ -1,0 +1,188 @@
+"""Resuming interrupted training: SIGTERM (what Slurm sends at the walltime)
+and SIGKILL (what follows KillWait seconds later, or the OOM killer) in the
+middle of an epoch, then a restart with the same command.
+
+The resumed run's log must equal an uninterrupted run's except for the
+training time the interruptions lost, which is counted in ``hours`` and
+recorded (Parquet ``lost_seconds``, run.json ``result.interruptions``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import run_cli
+from dawnpipe.schemas.results import RunLog, validate
+from dawnpipe.train.interruptions import EpochJournal, StopRequest
+from tiny_training import prepare_fashion_mnist, read_log, start_training, train_args, write_entry
+
+
+# ---------------------------------------------------------------- fast: the bookkeeping alone
+
+
+def test_stop_request_turns_sigterm_into_a_flag_and_restores_the_handler():
+    before = signal.getsignal(signal.SIGTERM)
+    with StopRequest().active() as stop:
+        assert not stop.requested
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert stop.requested and stop.signal_name == "SIGTERM"
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_journal_counts_a_signal_stop_per_epoch(tmp_path):
+    journal = EpochJournal(tmp_path, "hash-a")
+    journal.begin(2, clock_seconds=10.0)
+    record = journal.interrupted(2, 3.5, "SIGTERM")
+    assert record["how"] == "signal SIGTERM" and not (tmp_path / "epoch.json").exists()
+    again = EpochJournal(tmp_path, "hash-a")  # what the restarted process reads
+    assert again.lost_in(2) == 3.5 and again.lost_in(1) == 0 and again.lost_total == 3.5
+    assert EpochJournal(tmp_path, "hash-b").records == []  # another configuration's journal is ignored
+
+
+def test_journal_recovers_an_epoch_killed_after_its_training_loop(tmp_path):
+    journal = EpochJournal(tmp_path, "h")
+    journal.begin(3, clock_seconds=20.0)
+    journal.trained(3, 7.25)  # killed during evaluation: the whole epoch's training is lost, exactly
+    record = EpochJournal(tmp_path, "h").recover(next_epoch=3)
+    assert record["lost_seconds"] == 7.25 and record["how"].startswith("killed after training")
+    assert not (tmp_path / "epoch.json").exists()
+
+
+def test_journal_estimates_a_kill_mid_epoch_from_the_heartbeat(tmp_path):
+    journal = EpochJournal(tmp_path, "h")
+    journal.begin(1, clock_seconds=0.0)
+    marker = tmp_path / "epoch.json"
+    started = json.loads(marker.read_text())["started_unix"]
+    os.utime(marker, (started + 4.0, started + 4.0))  # the last heartbeat, 4 s into the epoch
+    record = EpochJournal(tmp_path, "h").recover(next_epoch=1)
+    assert record["lost_seconds"] == pytest.approx(4.0, abs=0.01) and "heartbeat" in record["how"]
+
+
+def test_journal_drops_a_stale_marker(tmp_path):
+    journal = EpochJournal(tmp_path, "h")
+    journal.begin(5, clock_seconds=0.0)
+    assert EpochJournal(tmp_path, "h").recover(next_epoch=2) is None  # epoch 5 is not the one resumed
+    assert not (tmp_path / "epoch.json").exists()
+    journal.begin(2, clock_seconds=0.0)
+    journal.saved(2)  # saved: nothing can be lost any more
+    assert EpochJournal(tmp_path, "h").recover(next_epoch=2) is None
+
+
+# ---------------------------------------------------------------- slow: real training, real signals
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory, fashion_mnist_source):
+    root = tmp_path_factory.mktemp("resume")
+    return {"data": prepare_fashion_mnist(fashion_mnist_source, root / "data"), "entry": write_entry(root / "entries" / "tiny.yaml"),
+            "root": root}
+
+
+def _wait_for(predicate, proc, what: str, timeout: float = 300.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = predicate()
+        if found:
+            return found
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            raise AssertionError(f"training ended ({proc.returncode}) before {what}:\n{out}\n{err}")
+        time.sleep(0.01)
+    proc.kill()
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _marker(work: Path, epoch: int):
+    """The epoch marker while `epoch` is in its training loop (None otherwise)."""
+    try:
+        doc = json.loads((work / "epoch.json").read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+    return doc if doc["epoch"] == epoch and doc["trained_seconds"] is None else None
+
+
+def _signal_mid_epoch(proc, work: Path, epoch: int, sig: signal.Signals) -> None:
+    """Deliver ``sig`` while ``epoch`` trains, whatever the machine's speed: the
+    process is frozen (SIGSTOP) as soon as the epoch starts, checked to be
+    still in its training loop, signalled, and let go."""
+    _wait_for(lambda: _marker(work, epoch), proc, f"epoch {epoch} to start")
+    proc.send_signal(signal.SIGSTOP)
+    try:
+        assert _marker(work, epoch), f"epoch {epoch} finished its training loop before the process could be stopped"
+        proc.send_signal(sig)
+    finally:
+        if sig != signal.SIGKILL:
+            proc.send_signal(signal.SIGCONT)
+
+
+@pytest.mark.slow
+def test_sigterm_then_sigkill_mid_epoch_resume_to_the_uninterrupted_log(tiny, tmp_path):
+    ref = tmp_path / "uninterrupted"
+    run_cli(*train_args(tiny["entry"], tiny["data"], ref), check=True)
+
+    out = tmp_path / "interrupted"
+    work = out / "work"
+    args = train_args(tiny["entry"], tiny["data"], out)
+
+    # 1. SIGTERM while epoch 2 trains: the process stops at the next step and says what it lost
+    proc = start_training(args)
+    _signal_mid_epoch(proc, work, 2, signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, err
+    assert "stopped by SIGTERM in epoch 2" in err
+    assert not (out / "train.tsv").exists() and not (out / "run.json").exists()  # nothing that looks finished
+    [first] = json.loads((work / "interruptions.json").read_text())["interruptions"]
+    assert first["epoch"] == 2 and first["how"] == "signal SIGTERM" and first["lost_seconds"] > 0
+
+    # 2. SIGKILL (no warning) while epoch 3 trains: estimated on the next start from its marker
+    proc = start_training(args)
+    _signal_mid_epoch(proc, work, 3, signal.SIGKILL)
+    proc.wait(timeout=60)
+
+    # 3. the third start finishes the run
+    done = run_cli(*args, check=True)
+    assert "resuming after epoch 2" in done.stdout
+    assert "died in epoch 3" in done.stdout
+
+    ref_tsv, ref_log = read_log(ref)
+    tsv, log = read_log(out)
+    validate(RunLog, log, str(out / "train.parquet"))
+    # the same training: every epoch, accuracy and loss equal to the uninterrupted run's
+    assert tsv["epoch"].tolist() == ref_tsv["epoch"].tolist() == [1, 2, 3, 4]
+    assert tsv["top1Accuracy"].tolist() == ref_tsv["top1Accuracy"].tolist()
+    assert np.allclose(log["train_loss"], ref_log["train_loss"], rtol=0, atol=1e-12)
+    # ... up to the lost time, which is counted in the cumulative training hours, epoch by epoch
+    run = json.loads((out / "run.json").read_text())["result"]
+    records = run["interruptions"]
+    assert [r["epoch"] for r in records] == [2, 3]
+    # up to its last heartbeat (every second; none yet when the epoch is young: 0 s, a lower bound)
+    assert records[1]["how"].startswith("killed, estimated from the last heartbeat") and records[1]["lost_seconds"] >= 0
+    lost = [0.0, records[0]["lost_seconds"], records[1]["lost_seconds"], 0.0]
+    assert log["lost_seconds"].tolist() == pytest.approx(lost)
+    expected_hours = np.cumsum(log["epoch_train_seconds"] + log["lost_seconds"]) / 3600
+    assert np.allclose(tsv["hours"], expected_hours, rtol=1e-6, atol=1e-9)
+    assert run["lost_training_seconds"] == pytest.approx(sum(lost))
+    assert run["training_hours"] * 3600 == pytest.approx(log["epoch_train_seconds"].sum() + sum(lost))
+    assert run["resumed_from_epoch"] == 2
+    assert not work.exists()  # the resume state is gone once the run is complete
+
+
+@pytest.mark.slow
+def test_no_resume_starts_over_and_forgets_interruptions(tiny, tmp_path):
+    out = tmp_path / "run"
+    args = train_args(tiny["entry"], tiny["data"], out, extra=("--no-resume",))
+    proc = start_training(args)
+    _signal_mid_epoch(proc, out / "work", 2, signal.SIGTERM)
+    proc.communicate(timeout=120)
+    assert (out / "work" / "interruptions.json").exists()
+    done = run_cli(*args, check=True)
+    assert "resuming" not in done.stdout
+    result = json.loads((out / "run.json").read_text())["result"]
+    assert result["interruptions"] == [] and result["lost_training_seconds"] == 0 and result["resumed_from_epoch"] is None

@@ -1,0 +1,259 @@
+"""The workflow on a real Slurm cluster: a single-node cluster on localhost
+started by scripts/slurm-local.sh (Debian's slurmctld/slurmd/munge, two fake
+GPUs), config/test.yaml run through `snakemake --profile profiles/slurm`.
+
+One run of the whole test configuration answers most questions at once:
+- every job ran as a Slurm job (submitted, in Slurm's job completion log,
+  SLURM_JOB_ID in each run.json);
+- the leaderboard equals the local run's (tests/conftest.py test_workflow)
+  except for timing;
+- train jobs asked for a GPU land on the fake GPU gres (CUDA_VISIBLE_DEVICES
+  set in the job; a stand-in: the devices are /dev/null-like files, so
+  training itself runs on the CPU);
+- a training job cancelled in the middle of an epoch (SIGTERM, then SIGKILL
+  KillWait seconds later, exactly what Slurm does at a walltime) is retried
+  by Snakemake with a longer walltime and resumes from its checkpoint.
+A second, small run trains one entry with 2 processes started by srun.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from conftest import ROOT, copy_project, run_snakemake, tool_env
+from dawnpipe.schemas.results import RunLog, validate
+from tiny_training import TINY_ENTRY
+
+pytestmark = pytest.mark.slow
+
+SCRIPT = ROOT / "scripts" / "slurm-local.sh"
+STATE_DIR = Path(os.environ.get("DAWNPIPE_SLURM_DIR", "/tmp/dawnpipe-slurm"))
+SUBMITTED = re.compile(r"Job (\d+) has been submitted with SLURM jobid (\d+)")
+# leaderboard fields that are measurements of time (or the date), or follow from them
+TIMING = {"value", "display", "rank", "wall_hours", "p50_ms", "p90_ms", "p99_ms", "timestamp"}
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster():
+    """The local test cluster; stopped at the end if this session started it."""
+    if os.geteuid() != 0:
+        pytest.skip("the local Slurm cluster needs root (apt-get, daemons running as SlurmUser=root)")
+    already = subprocess.run(["bash", str(SCRIPT), "status"], capture_output=True).returncode == 0
+    proc = subprocess.run(["bash", str(SCRIPT), "start"], capture_output=True, text=True, timeout=900)
+    if proc.returncode == 3:
+        pytest.skip(proc.stderr.strip())
+    assert proc.returncode == 0, f"scripts/slurm-local.sh start failed:\n{proc.stdout}\n{proc.stderr}"
+    yield {"jobcomp": STATE_DIR / "log" / "jobcomp.log"}
+    if not already:
+        subprocess.run(["bash", str(SCRIPT), "stop"], capture_output=True, timeout=300)
+
+
+def job_records(jobcomp: Path) -> dict[str, dict[str, str]]:
+    """Slurm's completion log: job id -> its fields (JobState, TimeLimit, ...)."""
+    records = {}
+    for line in jobcomp.read_text().splitlines():
+        fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
+        if "JobId" in fields:
+            records[fields["JobId"]] = fields
+    return records
+
+
+def _marker(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def _cancel_mid_epoch(marker: Path, proc: subprocess.Popen, timeout: float) -> str | None:
+    """scancel the job of a run while its epoch 2 trains (Slurm then sends
+    SIGCONT and SIGTERM, and SIGKILL after KillWait); the cancelled job id, or
+    None if that moment never came. The trainer is frozen (SIGSTOP; it runs on
+    this very node) from the moment its epoch 2 starts until the cancellation,
+    so a fast machine cannot finish the epoch before Slurm's signal arrives."""
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None and time.monotonic() < deadline:
+        doc = _marker(marker)
+        if doc and doc["epoch"] == 2 and doc["trained_seconds"] is None and doc.get("slurm_job_id"):
+            os.kill(doc["pid"], signal.SIGSTOP)
+            if (_marker(marker) or {}).get("trained_seconds") is not None:  # too late: the loop had ended
+                os.kill(doc["pid"], signal.SIGCONT)
+                return None
+            subprocess.run(["scancel", doc["slurm_job_id"]], check=True, timeout=60)  # SIGCONT, SIGTERM, ...
+            return doc["slurm_job_id"]
+        time.sleep(0.02)
+    return None
+
+
+@pytest.fixture(scope="session")
+def slurm_workflow(slurm_cluster, tmp_path_factory, fashion_mnist_source):
+    """config/test.yaml to the leaderboard through profiles/slurm, one training job cancelled mid-epoch."""
+    work = copy_project(tmp_path_factory.mktemp("slurm"))
+    out_path = work / "snakemake.out"
+    cmd = ["snakemake", "--profile", "profiles/slurm", "results/leaderboard.html", "--configfile", "config/test.yaml",
+           # as many threads per timed job as the local run (test_workflow) uses, so the results can be equal
+           "--cores", "all",
+           # every training job asks for a GPU (CPU entries: the job holds a fake GPU and trains on the CPU)
+           "--set-resources", "train:gpu=1"]
+    with open(out_path, "w") as out:
+        proc = subprocess.Popen(cmd, cwd=work, env=tool_env(), stdout=out, stderr=subprocess.STDOUT, text=True)
+        try:
+            # generous: the test config trains four models, slowly on a busy 2-core machine
+            cancelled = _cancel_mid_epoch(work / "results/.work/fastnet/seed0/epoch.json", proc, timeout=10800)
+            proc.wait(timeout=10800)
+        finally:
+            if proc.poll() is None:
+                proc.terminate()
+    output = out_path.read_text()
+    assert proc.returncode == 0, f"snakemake --profile profiles/slurm failed ({proc.returncode}):\n{output[-6000:]}"
+    return {"work": work, "output": output, "cancelled": cancelled, "jobs": job_records(slurm_cluster["jobcomp"])}
+
+
+def run_json(work: Path, entry: str, seed: int) -> dict:
+    return json.loads((work / f"results/runs/{entry}/seed{seed}/run.json").read_text())
+
+
+RUNS = [("fastnet", 0), ("fastnet", 1), ("resnet20-dawn", 0), ("resnet20-dawn", 1)]
+
+
+def test_every_job_ran_under_slurm(slurm_workflow):
+    out, jobs = slurm_workflow["output"], slurm_workflow["jobs"]
+    submitted = SUBMITTED.findall(out)
+    table = dict(re.findall(r"^([a-z_]+)\s+(\d+)$", out[:out.index("total")], re.M))  # Snakemake's job table
+    total = int(re.search(r"^total\s+(\d+)", out, re.M).group(1))
+    assert table["train"] == "4" and table["fetch"] == "1" and table["report"] == "1"
+    assert len({smk for smk, _ in submitted}) == total == sum(map(int, table.values()))
+    assert "localrule" not in out  # nothing ran outside Slurm
+    slurm_ids = [sid for _, sid in submitted]
+    assert len(slurm_ids) == total + 1  # + the retried training job
+    for sid in slurm_ids:
+        expected = "CANCELLED" if sid == slurm_workflow["cancelled"] else "COMPLETED"
+        assert jobs[sid]["JobState"] == expected, jobs[sid]
+    for entry, seed in RUNS:
+        slurm = run_json(slurm_workflow["work"], entry, seed)["environment"]["slurm"]
+        assert slurm["job_id"] in slurm_ids and jobs[slurm["job_id"]]["JobState"] == "COMPLETED"
+        assert jobs[slurm["job_id"]]["Partition"] == "debug"  # from the profile, not the rules
+
+
+def _without_timing(board: dict) -> list:
+    tables = []
+    for t in board["objectives"]:
+        rows = sorted(({k: v for k, v in r.items() if k not in TIMING} for r in t["rows"]), key=lambda r: r["source"])
+        tables.append({**{k: v for k, v in t.items() if k != "rows"}, "rows": rows})
+    return tables
+
+
+def test_leaderboard_equals_the_local_run_up_to_timing(slurm_workflow, test_workflow):
+    slurm_work = slurm_workflow["work"]
+    ours = json.loads((slurm_work / "results/leaderboard.json").read_text())
+    local = json.loads((test_workflow / "results/leaderboard.json").read_text())
+    assert _without_timing(ours) == _without_timing(local)
+    assert sorted(ours["excluded"], key=str) == sorted(local["excluded"], key=str)
+    assert sum(len(t["rows"]) for t in ours["objectives"]) > 0
+    for entry, seed in RUNS:  # the logs themselves: same epochs, accuracies and losses
+        rel = f"results/runs/{entry}/seed{seed}"
+        a, b = pd.read_csv(slurm_work / rel / "train.tsv", sep="\t"), pd.read_csv(test_workflow / rel / "train.tsv", sep="\t")
+        assert a["epoch"].tolist() == b["epoch"].tolist() and a["top1Accuracy"].tolist() == b["top1Accuracy"].tolist()
+        pa, pb = pd.read_parquet(slurm_work / rel / "train.parquet"), pd.read_parquet(test_workflow / rel / "train.parquet")
+        assert np.allclose(pa["train_loss"], pb["train_loss"], rtol=0, atol=1e-12)
+
+
+def test_gpu_request_lands_on_fake_gres_stand_in(slurm_workflow):
+    """Stand-in for a GPU: Slurm hands each training job one of the two fake
+    GPUs and sets CUDA_VISIBLE_DEVICES; run.json records what the job saw."""
+    for entry, seed in RUNS:
+        env = run_json(slurm_workflow["work"], entry, seed)["environment"]
+        assert env["cuda_visible_devices"] in ("0", "1")
+        assert env["device"] == "cpu"  # no CUDA behind the fake devices: device auto falls back
+
+
+def test_cancelled_training_job_resumes_from_its_checkpoint_on_retry(slurm_workflow):
+    cancelled, jobs, work = slurm_workflow["cancelled"], slurm_workflow["jobs"], slurm_workflow["work"]
+    assert cancelled is not None, "fastnet seed 0 never reached its second epoch under Slurm"
+    assert jobs[cancelled]["JobState"] == "CANCELLED" and jobs[cancelled]["TimeLimit"] == "120"
+    run = run_json(work, "fastnet", 0)
+    retry = run["environment"]["slurm"]["job_id"]
+    assert retry != cancelled and jobs[retry]["TimeLimit"] == "240"  # runtime grows with the attempt
+    result = run["result"]
+    assert result["resumed_from_epoch"] == 1  # not from scratch: the checkpoint of epoch 1
+    [record] = result["interruptions"]
+    assert record["epoch"] == 2 and record["how"] == "signal SIGTERM" and record["slurm_job_id"] == cancelled
+    assert record["lost_seconds"] > 0 and result["lost_training_seconds"] == record["lost_seconds"]
+    log = pd.read_parquet(work / "results/runs/fastnet/seed0/train.parquet")
+    assert log["lost_seconds"].tolist()[:2] == [0.0, record["lost_seconds"]]
+    assert np.allclose(log["hours"] * 3600, np.cumsum(log["epoch_train_seconds"] + log["lost_seconds"]))
+
+
+def test_two_processes_started_by_srun(slurm_workflow, slurm_cluster):
+    """A data-parallel entry (2 processes) under Slurm: the plugin allocates 2
+    tasks, `dawnpipe train` starts the ranks with srun, gloo connects them."""
+    work = slurm_workflow["work"]
+    entry = {**TINY_ENTRY, "description": "tiny, 2 processes", "distributed": {"nodes": 1, "processes_per_node": 2}}
+    (work / "config/entries/tiny-2proc.yaml").write_text(yaml.safe_dump(entry, sort_keys=False))
+    config = yaml.safe_load((work / "config/test.yaml").read_text())
+    config.update(name="ddp-slurm", entries=["tiny-2proc"], seeds=[0], train_limit=2000, test_limit=1000)
+    (work / "config/ddp.yaml").write_text(yaml.safe_dump(config))
+    run_snakemake(work, "--profile", "profiles/slurm", "results/runs/tiny-2proc/seed0/time_to_accuracy.json",
+                  "--configfile", "config/ddp.yaml", timeout=1800)
+    run = run_json(work, "tiny-2proc", 0)
+    assert run["result"]["distributed"] == {"nodes": 1, "processes_per_node": 2, "world_size": 2, "backend": "gloo", "launcher": "srun"}
+    assert run["hardware"] == "local-cpu (2 processes)"
+    assert run["environment"]["slurm"]["ntasks"] == "2"  # rank 0 is one of srun's 2 tasks
+    assert job_records(slurm_cluster["jobcomp"])[run["environment"]["slurm"]["job_id"]]["ProcCnt"] == "2"
+    log = pd.read_parquet(work / "results/runs/tiny-2proc/seed0/train.parquet")
+    validate(RunLog, log, "train.parquet of the srun run")
+    assert log["epoch"].tolist() == list(range(1, len(log) + 1))
+    assert (log["items_per_second"] * log["epoch_train_seconds"]).round().eq(2000).all()  # every item, once per epoch
+
+
+def test_gpu_data_parallel_job_gets_gpus_and_tasks_stand_in(slurm_workflow, slurm_cluster):
+    """Stand-in for a multi-GPU job (no CUDA here): an entry with device: cuda
+    and 2 processes asks for 2 GPUs with one task per GPU. Slurm accepts the
+    request, gives the job 2 tasks and the fake GPUs, srun starts both ranks,
+    and they stop where CUDA itself is missing, saying which GPUs they were given."""
+    work = slurm_workflow["work"]
+    entry = {**TINY_ENTRY, "device": "cuda", "distributed": {"nodes": 1, "processes_per_node": 2}}
+    (work / "config/entries/tiny-gpu2.yaml").write_text(yaml.safe_dump(entry, sort_keys=False))
+    config = yaml.safe_load((work / "config/test.yaml").read_text())
+    config.update(name="gpu-slurm", entries=["tiny-gpu2"], seeds=[0])
+    (work / "config/gpu.yaml").write_text(yaml.safe_dump(config))
+    proc = run_snakemake(work, "--profile", "profiles/slurm", "--retries", "0", "results/runs/tiny-gpu2/seed0/run.json",
+                         "--configfile", "config/gpu.yaml", timeout=900, check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, "a CUDA entry trained without CUDA"
+    [(_, sid)] = SUBMITTED.findall(out)
+    assert "gpu=2" in out and "tasks=2" in out and "mpi=srun" in out  # what the rule asked for
+    record = job_records(slurm_cluster["jobcomp"])[sid]
+    assert record["JobState"] == "FAILED" and record["ProcCnt"] == "2"
+    log = (work / f".snakemake/slurm_logs/rule_train/tiny-gpu2_0/{sid}.log").read_text()
+    assert "starting 2 processes (1 node(s) x 2): srun --ntasks=2" in log
+    given = re.findall(r"no CUDA device is available \(CUDA_VISIBLE_DEVICES=([^)]*)\)", log)
+    assert given and all(re.fullmatch(r"[01](,[01])?", g) for g in given), log[-3000:]
+
+
+def test_script_refuses_a_configuration_it_did_not_write(tmp_path):
+    """Never touch a real cluster's slurm.conf: exercised on a copy of the
+    script pointed at a scratch /etc (the variable is the script's own)."""
+    script = tmp_path / "slurm-local.sh"
+    text = SCRIPT.read_text().replace("CONF_DIR=/etc/slurm", f"CONF_DIR={tmp_path / 'etc'}")
+    script.write_text(text)
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc" / "slurm.conf").write_text("ClusterName=production\n")
+    if shutil.which("slurmd") is None or os.geteuid() != 0:
+        pytest.skip("needs root and the Slurm packages (installed by scripts/slurm-local.sh start)")
+    proc = subprocess.run(["bash", str(script), "start"], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "DAWNPIPE_SLURM_DIR": str(tmp_path / "state")})
+    assert proc.returncode == 3 and "was not written by this script" in proc.stderr
+    assert (tmp_path / "etc" / "slurm.conf").read_text() == "ClusterName=production\n"
