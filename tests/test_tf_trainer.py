@@ -239,7 +239,7 @@ def test_pytorch_jobs_do_not_load_tensorflow(work):
 @pytest.mark.parametrize("change, message", [
     ({"model": "fastnet"}, "entry bad: model 'fastnet'.*unknown Keras model"),
     ({"hyperparameters": {**TINY_RECIPE["hyperparameters"], "precision": "fp16"}}, "precision fp16 needs a CUDA device"),
-    ({"distributed": {"nodes": 1, "processes_per_node": 2}}, "entry bad: distributed training is implemented by the PyTorch trainer only"),
+    ({"distributed": {"nodes": 1, "processes_per_node": 2}}, "bad.yaml: distributed: data-parallel training is implemented for the PyTorch image trainer only"),
 ])
 def test_bad_tf_entries_fail_with_a_message(work, change, message):
     entry = work / "bad.yaml"

@@ -84,7 +84,8 @@ def run(args) -> int:
     rank = SINGLE
     if layout.world_size > 1:
         if entry["framework"] != "pytorch" or get_task(entry["task"]).data.get("kind") == "squad":
-            raise DawnpipeError(f"{args.entry}: distributed: data-parallel training is implemented for the PyTorch image trainer only")
+            raise DawnpipeError(f"{args.entry}: distributed: data-parallel training is implemented for the PyTorch image trainer only; "
+                                "a TensorFlow or SQuAD entry runs in one process (distributed: {nodes: 1, processes_per_node: 1})")
         rank = rank_from_env(os.environ, layout.world_size)
         if rank is None:  # not one of the ranks yet: start them, and let them write everything
             return run_launcher(layout, command_line(args), args.threads)

@@ -48,14 +48,29 @@ class Logbook:
         return first
 
     def epoch_row(self, epoch: int, clock_seconds: float, metrics: dict[str, float], *, train_loss: float, eval_loss: float,
-                  eval_seconds: float, epoch_seconds: float, lr: float, items: int) -> dict[str, Any]:
-        """One epoch's row (wall_hours and checkpoint_seconds are filled in once known)."""
+                  eval_seconds: float, epoch_seconds: float, lr: float, items: int,
+                  lost_seconds: float | None = None) -> dict[str, Any]:
+        """One epoch's row (wall_hours and checkpoint_seconds are filled in once known).
+        ``lost_seconds``: None where the trainer does not track interruptions."""
         return {
             "epoch": epoch, "hours": clock_seconds / 3600.0, **metrics,
             "wall_hours": None, "train_loss": train_loss, "eval_loss": eval_loss, "eval_seconds": eval_seconds,
-            "checkpoint_seconds": 0.0, "epoch_train_seconds": epoch_seconds, "lr": lr,
+            "checkpoint_seconds": 0.0, "epoch_train_seconds": epoch_seconds, "lost_seconds": lost_seconds, "lr": lr,
             "items_per_second": items / epoch_seconds if epoch_seconds > 0 else float("nan"),
         }
+
+    def stops_early(self, first_reached: bool, epochs_done: int, budget: int, stop_at_threshold: bool, say: bool = True) -> bool:
+        """True (and, if ``say``, says so) when stop_at_threshold ends the run at the epoch that first reached the threshold."""
+        if not (first_reached and stop_at_threshold and epochs_done < budget):
+            return False
+        if say:
+            print(f"train: stopping at the threshold (stop_at_threshold); {budget - epochs_done} epochs of the budget not run", flush=True)
+        return True
+
+    def not_converged_message(self, format_metric=lambda v: f"{v:.2f}") -> str:
+        best = max(r[self.threshold_column] for r in self.rows)
+        return (f"train: did not converge: best {self.threshold_column} {format_metric(best)} "
+                f"< threshold {format_metric(self.threshold)} after {self.rows[-1]['epoch']} epochs")
 
     def summary(self, *, clock_seconds: float, wall_seconds: float, stopped_early: bool, resumed_from: int | None) -> dict[str, Any]:
         """The framework-independent part of the summary a trainer returns to train.cli (run.json's result)."""

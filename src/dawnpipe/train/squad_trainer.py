@@ -291,33 +291,23 @@ def train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: in
         })
         row["checkpoint_seconds"] = time.perf_counter() - t_ckpt
         print(logbook.progress_line(row, hp["epochs"], first_reached) + f"  (exact match {row['exact_match']:.4f}, F1 {task.format_metric(row['f1Score'])})", flush=True)
-        if first_reached and settings["stop_at_threshold"] and epoch + 1 < hp["epochs"]:
+        if logbook.stops_early(first_reached, epoch + 1, hp["epochs"], settings["stop_at_threshold"]):
             stopped_early = True
-            print(f"train: stopping at the threshold (stop_at_threshold); {hp['epochs'] - epoch - 1} epochs of the budget not run")
             break
 
-    reached = logbook.reached_row
-    if reached is None:
+    if logbook.reached_row is None:
         last = logbook.rows[-1]
         save_checkpoint(work_threshold, {**checkpoint_meta, "state_dict": model.state_dict(), "epoch": last["epoch"],
                                          "metric_value": last[task.metric_column], "reached_threshold": False})
-        print(f"train: did not converge: best {task.metric_column} {task.format_metric(max(r[task.metric_column] for r in logbook.rows))} "
-              f"< threshold {task.format_metric(settings['threshold'])} after {last['epoch']} epochs")
+        print(logbook.not_converged_message(task.format_metric))
     logbook.write(out.tsv, out.parquet)
     move_into_place(work_threshold, out.checkpoint)
     from dawnpipe.runinfo import torch_environment
 
     return {
-        "reached": reached is not None,
-        "threshold_epoch": reached["epoch"] if reached else None,
-        "time_to_accuracy_hours": reached["hours"] if reached else None,
-        "epochs_run": logbook.rows[-1]["epoch"],
-        "stopped_at_threshold": stopped_early,
-        "training_hours": clock.elapsed / 3600.0,
-        "wall_hours": (time.perf_counter() - wall_start) / 3600.0,
-        "best_metric": max(r[task.metric_column] for r in logbook.rows),
+        **logbook.summary(clock_seconds=clock.elapsed, wall_seconds=time.perf_counter() - wall_start,
+                          stopped_early=stopped_early, resumed_from=resumed_from),
         "best_exact_match": max(r["exact_match"] for r in logbook.rows),
-        "resumed_from_epoch": resumed_from,
         "train_items": int(trainable.size), "test_items": len(dev_split),
         "vocabulary": {"words": n_words, "chars": n_chars}, "pretrained_embeddings": pretrained,
         "environment": torch_environment(device),

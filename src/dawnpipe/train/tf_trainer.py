@@ -91,10 +91,6 @@ def check_supported(entry: dict[str, Any], split: Split) -> None:
     if isinstance(split.images, ShardedArray):
         raise DawnpipeError(f"entry {entry['id']}: the TensorFlow trainer keeps the data set in memory; "
                             f"{entry['task']} is prepared in shards (too large), which only the PyTorch trainer streams")
-    layout = entry.get("distributed") or {}
-    if layout.get("nodes", 1) * layout.get("processes_per_node", 1) > 1:
-        raise DawnpipeError(f"entry {entry['id']}: distributed training is implemented by the PyTorch trainer only; "
-                            f"a TensorFlow entry runs in one process (distributed: nodes 1, processes_per_node 1)")
     if entry["hyperparameters"]["augment"].get("random_resized_crop", {}).get("size"):
         raise DawnpipeError(f"entry {entry['id']}: hyperparameters.augment.random_resized_crop is not implemented by the TensorFlow trainer")
 
@@ -330,18 +326,15 @@ def train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: in
                                "epoch": epoch + 1, "wall_seconds": time.perf_counter() - wall_start}, model, optimizer, gen)
         row["checkpoint_seconds"] = time.perf_counter() - t_ckpt
         print(logbook.progress_line(row, hp["epochs"], first_reached), flush=True)
-        if first_reached and settings["stop_at_threshold"] and epoch + 1 < hp["epochs"]:
+        if logbook.stops_early(first_reached, epoch + 1, hp["epochs"], settings["stop_at_threshold"]):
             stopped_early = True
-            print(f"train: stopping at the threshold (stop_at_threshold); {hp['epochs'] - epoch - 1} epochs of the budget not run")
             break
 
-    reached = logbook.reached_row
-    if reached is None:
+    if logbook.reached_row is None:
         last = logbook.rows[-1]
         tf_runtime.save_checkpoint(work_threshold, {**checkpoint_meta, "epoch": last["epoch"],
                                                     "metric_value": last[task.metric_column], "reached_threshold": False}, model)
-        print(f"train: did not converge: best {task.metric_column} {max(r[task.metric_column] for r in logbook.rows):.2f} "
-              f"< threshold {settings['threshold']:g} after {last['epoch']} epochs")
+        print(logbook.not_converged_message())
     logbook.write(out.tsv, out.parquet)
     move_into_place(work_threshold, out.checkpoint)
     return {

@@ -374,12 +374,8 @@ def _train(settings, data_dir: Path, out: Outputs, *, resume: bool, rank: Rank, 
         eval_seconds = time.perf_counter() - t_eval
 
         lost_seconds = journal.lost_in(epoch + 1) if journal is not None else 0.0
-        row = {
-            "epoch": epoch + 1, "hours": clock.elapsed / 3600.0, **metrics,
-            "wall_hours": None, "train_loss": train_loss, "eval_loss": eval_loss, "eval_seconds": eval_seconds,
-            "checkpoint_seconds": 0.0, "epoch_train_seconds": epoch_seconds, "lost_seconds": lost_seconds, "lr": lr,
-            "items_per_second": seen / epoch_seconds if epoch_seconds > 0 else float("nan"),
-        }
+        row = logbook.epoch_row(epoch + 1, clock.elapsed, metrics, train_loss=train_loss, eval_loss=eval_loss, eval_seconds=eval_seconds,
+                                epoch_seconds=epoch_seconds, lr=lr, items=seen, lost_seconds=lost_seconds)
         t_ckpt = time.perf_counter()
         first_reached = logbook.add(row)  # on every rank: the metrics are global, so every rank decides alike
         if rank.is_main:
@@ -398,34 +394,23 @@ def _train(settings, data_dir: Path, out: Outputs, *, resume: bool, rank: Rank, 
             journal.saved(epoch + 1)
             row["checkpoint_seconds"] = time.perf_counter() - t_ckpt
             print(logbook.progress_line(row, hp["epochs"], first_reached), flush=True)
-        if first_reached and settings["stop_at_threshold"] and epoch + 1 < hp["epochs"]:
+        if logbook.stops_early(first_reached, epoch + 1, hp["epochs"], settings["stop_at_threshold"], say=rank.is_main):  # every rank alike
             stopped_early = True
-            if rank.is_main:
-                print(f"train: stopping at the threshold (stop_at_threshold); {hp['epochs'] - epoch - 1} epochs of the budget not run")
             break
 
     ddp.barrier(rank)
     if not rank.is_main:
         return None
-    reached = logbook.reached_row
-    if reached is None:
+    if logbook.reached_row is None:
         last = logbook.rows[-1]
         save_checkpoint(work_threshold, {**checkpoint_meta, "state_dict": model.state_dict(), "epoch": last["epoch"],
                                          "metric_value": last[task.metric_column], "reached_threshold": False})
-        print(f"train: did not converge: best {task.metric_column} {max(r[task.metric_column] for r in logbook.rows):.2f} "
-              f"< threshold {settings['threshold']:g} after {last['epoch']} epochs")
+        print(logbook.not_converged_message())
     logbook.write(out.tsv, out.parquet)
     move_into_place(work_threshold, out.checkpoint)
     return {
-        "reached": reached is not None,
-        "threshold_epoch": reached["epoch"] if reached else None,
-        "time_to_accuracy_hours": reached["hours"] if reached else None,
-        "epochs_run": logbook.rows[-1]["epoch"],
-        "stopped_at_threshold": stopped_early,
-        "training_hours": clock.elapsed / 3600.0,
-        "wall_hours": (time.perf_counter() - wall_start) / 3600.0,
-        "best_metric": max(r[task.metric_column] for r in logbook.rows),
-        "resumed_from_epoch": resumed_from,
+        **logbook.summary(clock_seconds=clock.elapsed, wall_seconds=time.perf_counter() - wall_start,
+                          stopped_early=stopped_early, resumed_from=resumed_from),
         "lost_training_seconds": journal.lost_total,
         "interruptions": journal.records,
         "world_size": world,
