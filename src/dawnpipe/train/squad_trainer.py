@@ -45,7 +45,7 @@ from dawnpipe.telemetry import mark_training_clock
 from dawnpipe.train.logbook import Logbook
 from dawnpipe.train.schedule import lr_at
 from dawnpipe.train.torch_trainer import (Outputs, TrainingClock, autocast, build_optimizer, pick_device,  # noqa: F401 (Outputs: trainer contract)
-                                          save_checkpoint, seed_everything)
+                                          restore_state, save_checkpoint, seed_everything, training_state)
 
 READER_ARGS = {"vocab_size": None, "min_word_count": 1, "char_vocab_size": None, "max_answer_tokens": 15,
                "pretrained_embeddings": None, "fix_embeddings": False}
@@ -207,19 +207,11 @@ def train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: in
     last_path = out.work_dir / "last.pt"
     work_threshold = out.work_dir / "threshold.pt"
     if resume and last_path.exists():
-        state = torch.load(last_path, map_location=device, weights_only=False)
-        if state.get("settings_hash") == settings_hash:
-            model.load_state_dict(state["model"])
-            optimizer.load_state_dict(state["optimizer"])
-            scaler.load_state_dict(state["scaler"])
-            gen.set_state(state["generator"])
-            torch.set_rng_state(state["torch_rng"])
-            logbook.rows = state["rows"]
-            clock.elapsed, wall_offset, start_epoch = state["clock_seconds"], state["wall_seconds"], state["epoch"]
+        restored = restore_state(last_path, settings_hash, device, model=model, optimizer=optimizer, scaler=scaler, gen=gen,
+                                 logbook=logbook, clock=clock)
+        if restored is not None:
+            wall_offset, start_epoch = restored
             resumed_from = start_epoch
-            print(f"train: resuming after epoch {start_epoch} from {last_path} (training clock {clock.elapsed:.1f}s so far)")
-        else:
-            print(f"train: ignoring {last_path}: it belongs to a different configuration")
 
     batch = hp["batch_size"]
     steps = -(-trainable.size // batch)
@@ -283,12 +275,8 @@ def train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: in
                                              "metric_value": row[task.metric_column], "reached_threshold": True})
         row["wall_hours"] = (time.perf_counter() - wall_start) / 3600.0
         logbook.write(out.work_dir / "train.tsv", out.work_dir / "train.parquet")
-        save_checkpoint(last_path, {
-            "settings_hash": settings_hash, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-            "scaler": scaler.state_dict(), "generator": gen.get_state(), "torch_rng": torch.get_rng_state(),
-            "rows": logbook.rows, "clock_seconds": clock.elapsed, "epoch": epoch + 1,
-            "wall_seconds": time.perf_counter() - wall_start,
-        })
+        save_checkpoint(last_path, training_state(settings_hash, epoch + 1, time.perf_counter() - wall_start, model=model,
+                                                  optimizer=optimizer, scaler=scaler, gen=gen, logbook=logbook, clock=clock))
         row["checkpoint_seconds"] = time.perf_counter() - t_ckpt
         print(logbook.progress_line(row, hp["epochs"], first_reached) + f"  (exact match {row['exact_match']:.4f}, F1 {task.format_metric(row['f1Score'])})", flush=True)
         if logbook.stops_early(first_reached, epoch + 1, hp["epochs"], settings["stop_at_threshold"]):

@@ -205,6 +205,40 @@ def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
         torch.save(payload, tmp)
 
 
+def training_state(settings_hash: str, epochs_done: int, wall_seconds: float, *, model, optimizer, scaler, gen,
+                   logbook: Logbook, clock: TrainingClock, **extra) -> dict[str, Any]:
+    """Everything a restarted job needs to continue after ``epochs_done``
+    epochs as if never stopped: weights, optimizer, scaler, RNG states, the log
+    and the training clock so far."""
+    return {
+        "settings_hash": settings_hash, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+        "scaler": scaler.state_dict(), "generator": gen.get_state(), "torch_rng": torch.get_rng_state(),
+        "rows": logbook.rows, "clock_seconds": clock.elapsed, "epoch": epochs_done, "wall_seconds": wall_seconds, **extra,
+    }
+
+
+def restore_state(path: Path, settings_hash: str, device, *, model, optimizer, scaler, gen, logbook: Logbook,
+                  clock: TrainingClock, say: bool = True) -> tuple[float, int] | None:
+    """Load a ``training_state`` saved by a run of the same settings into the
+    given objects: (wall seconds so far, epochs done); None (start over) when
+    it belongs to other settings."""
+    state = torch.load(path, map_location=device, weights_only=False)
+    if state.get("settings_hash") != settings_hash:
+        if say:
+            print(f"train: ignoring {path}: it belongs to a different configuration")
+        return None
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    scaler.load_state_dict(state["scaler"])
+    gen.set_state(state["generator"])
+    torch.set_rng_state(state["torch_rng"])
+    logbook.rows = state["rows"]
+    clock.elapsed = state["clock_seconds"]
+    if say:
+        print(f"train: resuming after epoch {state['epoch']} from {path} (training clock {clock.elapsed:.1f}s so far)")
+    return state["wall_seconds"], state["epoch"]
+
+
 def train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: int | None = None, resume: bool = True,
           rank: Rank = SINGLE) -> dict[str, Any] | None:
     """Train one entry with one seed; the summary for run.json (None on ranks other than 0)."""
@@ -249,20 +283,11 @@ def _train(settings, data_dir: Path, out: Outputs, *, resume: bool, rank: Rank, 
     last_path = out.work_dir / "last.pt"
     work_threshold = out.work_dir / "threshold.pt"
     if resume and last_path.exists():
-        state = torch.load(last_path, map_location=device, weights_only=False)
-        if state.get("settings_hash") == settings_hash:
-            model.load_state_dict(state["model"])
-            optimizer.load_state_dict(state["optimizer"])
-            scaler.load_state_dict(state["scaler"])
-            gen.set_state(state["generator"])
-            torch.set_rng_state(state["torch_rng"])
-            logbook.rows = state["rows"]
-            clock.elapsed, wall_offset, start_epoch = state["clock_seconds"], state["wall_seconds"], state["epoch"]
+        restored = restore_state(last_path, settings_hash, device, model=model, optimizer=optimizer, scaler=scaler, gen=gen,
+                                 logbook=logbook, clock=clock, say=rank.is_main)
+        if restored is not None:
+            wall_offset, start_epoch = restored
             resumed_from = start_epoch
-            if rank.is_main:
-                print(f"train: resuming after epoch {start_epoch} from {last_path} (training clock {clock.elapsed:.1f}s so far)")
-        elif rank.is_main:
-            print(f"train: ignoring {last_path}: it belongs to a different configuration")
     if journal is not None:
         if not resume:
             journal.reset()
@@ -384,13 +409,9 @@ def _train(settings, data_dir: Path, out: Outputs, *, resume: bool, rank: Rank, 
                                                  "metric_value": row[task.metric_column], "reached_threshold": True})
             row["wall_hours"] = (time.perf_counter() - wall_start) / 3600.0
             logbook.write(out.work_dir / "train.tsv", out.work_dir / "train.parquet")
-            save_checkpoint(last_path, {
-                "settings_hash": settings_hash, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                "scaler": scaler.state_dict(), "generator": gen.get_state(), "torch_rng": torch.get_rng_state(),
-                "world_size": world,
-                "rows": logbook.rows, "clock_seconds": clock.elapsed, "epoch": epoch + 1,
-                "wall_seconds": time.perf_counter() - wall_start,
-            })
+            save_checkpoint(last_path, training_state(settings_hash, epoch + 1, time.perf_counter() - wall_start, model=model,
+                                                      optimizer=optimizer, scaler=scaler, gen=gen, logbook=logbook, clock=clock,
+                                                      world_size=world))
             journal.saved(epoch + 1)
             row["checkpoint_seconds"] = time.perf_counter() - t_ckpt
             print(logbook.progress_line(row, hp["epochs"], first_reached), flush=True)
