@@ -114,6 +114,29 @@ def test_changed_value_retrains_only_that_entry(test_workflow):
         entry.write_text(old)
 
 
+def test_changed_value_retrains_a_run_whose_files_a_failed_retraining_removed(test_workflow):
+    """Snakemake deletes the outputs of a job that fails or is interrupted; the
+    run's later results from the old settings (time to accuracy, latency, ...)
+    must not then pass for up to date with the new ones."""
+    entry = test_workflow / "config/entries/fastnet.yaml"
+    run_dir = test_workflow / "results/runs/fastnet/seed0"
+    aside = test_workflow.parent / "train-outputs-aside"
+    aside.mkdir(exist_ok=True)
+    names = ["train.tsv", "train.parquet", "model.pt", "run.json", "telemetry.parquet"]
+    old = entry.read_text()
+    try:
+        for name in names:
+            (run_dir / name).rename(aside / name)  # a rename keeps the modification times for the restore
+        entry.write_text(old.replace("label_smoothing: 0.2", "label_smoothing: 0.1"))
+        jobs = planned_jobs(test_workflow)
+        assert jobs.get("train") == 2 and jobs.get("extract") == 2 and jobs.get("infer") == 2, jobs
+    finally:
+        entry.write_text(old)
+        for name in names:
+            if (aside / name).exists():
+                (aside / name).rename(run_dir / name)
+
+
 def test_lint_is_clean(test_workflow):
     proc = run_snakemake(test_workflow, "--lint")
     assert "Congratulations" in proc.stdout + proc.stderr

@@ -11,6 +11,10 @@ rule extract:
         "results/runs/{entry}/seed{seed}/time_to_accuracy.json",
     log:
         "results/logs/extract/{entry}/seed{seed}.log",
+    params:
+        # the run's settings: changed ones rerun this job even where the run's own
+        # files are gone (a retraining that failed or was interrupted removes them)
+        run_settings=get_run_settings_hash,
     threads: 1
     resources:
         mem_mb=500,

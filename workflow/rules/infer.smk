@@ -24,6 +24,9 @@ rule infer:
     benchmark:
         "results/benchmarks/infer/{entry}/seed{seed}.tsv"
     params:
+        # the run's settings: changed ones rerun this job even where the run's own
+        # files are gone (a retraining that failed or was interrupted removes them)
+        run_settings=get_run_settings_hash,
         args=get_infer_args,
         warmup=config["inference"]["warmup"],
         # framework threads; the job itself reserves the whole machine (threads:)

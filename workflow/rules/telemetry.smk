@@ -37,6 +37,10 @@ rule utilization:
         "results/runs/{entry}/seed{seed}/utilization.json",
     log:
         "results/logs/utilization/{entry}/seed{seed}.log",
+    params:
+        # the run's settings: changed ones rerun this job even where the run's own
+        # files are gone (a retraining that failed or was interrupted removes them)
+        run_settings=get_run_settings_hash,
     threads: 1
     resources:
         mem_mb=1000,
@@ -58,6 +62,9 @@ rule sensitivity:
     log:
         "results/logs/sensitivity/{entry}/seed{seed}.log",
     params:
+        # the run's settings: changed ones rerun this job even where the run's own
+        # files are gone (a retraining that failed or was interrupted removes them)
+        run_settings=get_run_settings_hash,
         ladder=get_sensitivity_args,
     threads: 1
     resources:
