@@ -75,20 +75,12 @@ SECTIONS = [
 def render_html(board: dict[str, Any], runs: list[dict[str, Any]], stability: list[dict[str, Any]], *, config_name: str,
                 audit=None) -> str:
     """``audit``: a ``dawnpipe.audit`` report of the submissions merged into ``board`` (None: no submissions)."""
-    # Tables in groups of one task and threshold; a group with a ranked row
-    # shows all its tables, and an empty group (e.g. the official threshold
-    # where only a demo threshold was run, or a task nobody ran) is one line,
-    # so the results come first. leaderboard.json keeps every table.
+    # Every task's four official tables, empty or not (the twelve DAWNBench
+    # tables plus Fashion-MNIST); demo-threshold tables only when they have rows.
     tasks = {name: all_tasks()[name] for name in task_order()}
-    ranked = {(t["task"], t["threshold"]) for t in board["objectives"] if t["rows"]}
-    tables = [t for t in board["objectives"] if (t["task"], t["threshold"]) in ranked]
-    unranked: dict[str, list[float]] = {}
-    for t in board["objectives"]:
-        key = (t["task"], t["threshold"])
-        if key not in ranked and not t["demo_threshold"] and t["threshold"] not in unranked.get(t["task"], []):
-            unranked.setdefault(t["task"], []).append(t["threshold"])
+    tables = [t for t in board["objectives"] if not t["demo_threshold"] or t["rows"]]
     ctx: dict[str, Any] = dict(
-        board=board, tables=tables, unranked=unranked, tasks=tasks, objectives=OBJECTIVES, runs=runs, stability=stability,
+        board=board, tables=tables, tasks=tasks, objectives=OBJECTIVES, runs=runs, stability=stability,
         audit=None if audit is None else audit_view(audit),
         curves=curves_by_task(runs), config_name=config_name, machine=runs[0]["run"]["environment"] if runs else {},
         demo=any(t["demo_threshold"] for t in tables if t["rows"]) or any(r["run"]["demo_threshold"] for r in runs),
