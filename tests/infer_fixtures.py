@@ -11,6 +11,21 @@ import numpy as np
 CLASSES = [f"class{i}" for i in range(10)]
 
 
+def scramble_batch_norm(net):
+    """Random, non-trivial batch-norm statistics and affine weights (in place;
+    returns ``net``), so that eval-mode batch norm, and folding it, matter."""
+    import torch
+
+    with torch.no_grad():
+        for m in net.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.2, 0.2)
+    return net
+
+
 def make_checkpoint(path: Path, *, model: str = "fastnet", model_args: dict | None = None, seed: int = 0,
                     tta_flip: bool = True, in_channels: int = 1, epoch: int = 3, reached: bool = True) -> Path:
     """A checkpoint as the PyTorch trainer writes it, with random weights and
@@ -21,14 +36,7 @@ def make_checkpoint(path: Path, *, model: str = "fastnet", model_args: dict | No
 
     torch.manual_seed(seed)
     model_args = dict(model_args if model_args is not None else ({"widths": [8, 16, 16, 32]} if model == "fastnet" else {"width": 4}))
-    net = build_model(model, in_channels=in_channels, num_classes=10, **model_args)
-    with torch.no_grad():
-        for m in net.modules():
-            if isinstance(m, torch.nn.BatchNorm2d):
-                m.running_mean.uniform_(-0.5, 0.5)
-                m.running_var.uniform_(0.5, 2.0)
-                m.weight.uniform_(0.5, 1.5)
-                m.bias.uniform_(-0.2, 0.2)
+    net = scramble_batch_norm(build_model(model, in_channels=in_channels, num_classes=10, **model_args))
     ckpt = {
         "entry_id": "tiny", "task": "fashion-mnist", "framework": "pytorch", "model": model, "model_args": model_args,
         "in_channels": in_channels, "num_classes": 10, "mean": [0.29] * in_channels, "std": [0.35] * in_channels,

@@ -11,6 +11,7 @@ torch = pytest.importorskip("torch")
 keras = pytest.importorskip("keras")
 
 from dawnpipe.models import tf_zoo, torch_zoo  # noqa: E402
+from infer_fixtures import scramble_batch_norm  # noqa: E402
 
 
 def torch_counts(model) -> dict[str, int]:
@@ -54,15 +55,7 @@ def test_parameter_counts_equal_pytorch(name, in_channels, classes):
 def test_same_weights_give_the_same_logits(name, shape):
     torch.manual_seed(0)
     h, w, c = shape
-    tm = torch_zoo.build_model(name, in_channels=c, num_classes=10)
-    with torch.no_grad():  # non-trivial batch-norm statistics, so that eval-mode BN matters
-        for m in tm.modules():
-            if isinstance(m, torch.nn.BatchNorm2d):
-                m.running_mean.uniform_(-0.3, 0.3)
-                m.running_var.uniform_(0.5, 1.5)
-                m.weight.uniform_(0.5, 1.5)
-                m.bias.uniform_(-0.2, 0.2)
-    tm.eval()
+    tm = scramble_batch_norm(torch_zoo.build_model(name, in_channels=c, num_classes=10)).eval()
     km = tf_zoo.build_model(name, input_shape=shape, num_classes=10)
     load_torch_weights(km, tm)
     x = np.random.default_rng(1).normal(size=(3, c, h, w)).astype(np.float32)

@@ -45,7 +45,8 @@ from dawnpipe.telemetry import mark_training_clock
 from dawnpipe.train.logbook import Logbook
 from dawnpipe.train.schedule import lr_at
 from dawnpipe.train.torch_trainer import (Outputs, TrainingClock, autocast, build_optimizer, pick_device,  # noqa: F401 (Outputs: trainer contract)
-                                          restore_state, save_checkpoint, seed_everything, training_state)
+                                          restore_state, save_checkpoint, seed_everything, threshold_checkpoint,
+                                          training_state)
 
 READER_ARGS = {"vocab_size": None, "min_word_count": 1, "char_vocab_size": None, "max_answer_tokens": 15,
                "pretrained_embeddings": None, "fix_embeddings": False}
@@ -271,8 +272,7 @@ def train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: in
         t_ckpt = time.perf_counter()
         first_reached = logbook.add(row)
         if first_reached:
-            save_checkpoint(work_threshold, {**checkpoint_meta, "state_dict": model.state_dict(), "epoch": epoch + 1,
-                                             "metric_value": row[task.metric_column], "reached_threshold": True})
+            save_checkpoint(work_threshold, threshold_checkpoint(checkpoint_meta, model, row, task.metric_column, True))
         row["wall_hours"] = (time.perf_counter() - wall_start) / 3600.0
         logbook.write(out.work_dir / "train.tsv", out.work_dir / "train.parquet")
         save_checkpoint(last_path, training_state(settings_hash, epoch + 1, time.perf_counter() - wall_start, model=model,
@@ -284,9 +284,7 @@ def train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: in
             break
 
     if logbook.reached_row is None:
-        last = logbook.rows[-1]
-        save_checkpoint(work_threshold, {**checkpoint_meta, "state_dict": model.state_dict(), "epoch": last["epoch"],
-                                         "metric_value": last[task.metric_column], "reached_threshold": False})
+        save_checkpoint(work_threshold, threshold_checkpoint(checkpoint_meta, model, logbook.rows[-1], task.metric_column, False))
         print(logbook.not_converged_message(task.format_metric))
     logbook.write(out.tsv, out.parquet)
     move_into_place(work_threshold, out.checkpoint)

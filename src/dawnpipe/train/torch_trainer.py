@@ -205,6 +205,13 @@ def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
         torch.save(payload, tmp)
 
 
+def threshold_checkpoint(meta: dict[str, Any], model, row: dict[str, Any], metric_column: str, reached: bool) -> dict[str, Any]:
+    """The payload of model.pt: the weights after the epoch of ``row`` (the
+    first at the threshold, or the last when none reached it) with what
+    inference needs to rebuild the model."""
+    return {**meta, "state_dict": model.state_dict(), "epoch": row["epoch"], "metric_value": row[metric_column], "reached_threshold": reached}
+
+
 def training_state(settings_hash: str, epochs_done: int, wall_seconds: float, *, model, optimizer, scaler, gen,
                    logbook: Logbook, clock: TrainingClock, **extra) -> dict[str, Any]:
     """Everything a restarted job needs to continue after ``epochs_done``
@@ -405,8 +412,7 @@ def _train(settings, data_dir: Path, out: Outputs, *, resume: bool, rank: Rank, 
         first_reached = logbook.add(row)  # on every rank: the metrics are global, so every rank decides alike
         if rank.is_main:
             if first_reached:
-                save_checkpoint(work_threshold, {**checkpoint_meta, "state_dict": model.state_dict(), "epoch": epoch + 1,
-                                                 "metric_value": row[task.metric_column], "reached_threshold": True})
+                save_checkpoint(work_threshold, threshold_checkpoint(checkpoint_meta, model, row, task.metric_column, True))
             row["wall_hours"] = (time.perf_counter() - wall_start) / 3600.0
             logbook.write(out.work_dir / "train.tsv", out.work_dir / "train.parquet")
             save_checkpoint(last_path, training_state(settings_hash, epoch + 1, time.perf_counter() - wall_start, model=model,
@@ -423,9 +429,7 @@ def _train(settings, data_dir: Path, out: Outputs, *, resume: bool, rank: Rank, 
     if not rank.is_main:
         return None
     if logbook.reached_row is None:
-        last = logbook.rows[-1]
-        save_checkpoint(work_threshold, {**checkpoint_meta, "state_dict": model.state_dict(), "epoch": last["epoch"],
-                                         "metric_value": last[task.metric_column], "reached_threshold": False})
+        save_checkpoint(work_threshold, threshold_checkpoint(checkpoint_meta, model, logbook.rows[-1], task.metric_column, False))
         print(logbook.not_converged_message())
     logbook.write(out.tsv, out.parquet)
     move_into_place(work_threshold, out.checkpoint)
