@@ -11,6 +11,7 @@ import argparse
 import importlib
 import os
 import sys
+import tempfile
 import traceback
 
 from dawnpipe.errors import DawnpipeError, UsageError
@@ -85,15 +86,26 @@ def run_command(command: str, func, args) -> int:
     except KeyboardInterrupt:
         print(f"dawnpipe {command}: interrupted", file=sys.stderr)
         return 130
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError) as e:
-        # OSError subclasses name the file themselves: that is the whole message.
-        print(f"dawnpipe {command}: error: {e.strerror}: {e.filename}", file=sys.stderr)
+    except OSError as e:
+        # An OSError names its file itself (ENOENT, EISDIR, EACCES, ENOSPC, ...): that is the whole message.
+        where = f": {e.filename}" if e.filename else ""
+        print(f"dawnpipe {command}: error: {e.strerror or e}{where}", file=sys.stderr)
         return 1
-    except Exception:  # a bug in dawnpipe, not bad input: keep the evidence
-        if os.environ.get("DAWNPIPE_NO_TRACEBACK"):
-            print(f"dawnpipe {command}: internal error: {sys.exc_info()[1]!r}", file=sys.stderr)
-        else:
-            traceback.print_exc()
-            print(f"dawnpipe {command}: internal error (a bug in dawnpipe; please report it with the traceback above)", file=sys.stderr)
+    except Exception as e:  # a bug in dawnpipe, not bad input: keep the evidence, off the terminal
+        report = crash_report(command)
+        print(f"dawnpipe {command}: internal error: {type(e).__name__}: {e} "
+              f"(a bug in dawnpipe; please report it with {report})", file=sys.stderr)
         return 70
     return int(code or 0)
+
+
+def crash_report(command: str) -> str:
+    """Write the current exception's traceback to a file; return its path.
+
+    Users see one line, never a traceback (whatever the input); whoever
+    debugs gets the whole traceback from the file the line names."""
+    fd, path = tempfile.mkstemp(prefix=f"dawnpipe-{command}-crash-", suffix=".txt")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(f"dawnpipe {command} {' '.join(sys.argv[2:])}\n\n")
+        traceback.print_exc(file=f)
+    return path

@@ -48,6 +48,10 @@ def validate_entry(doc: Any, source: str) -> dict[str, Any]:
         e = errors[0]
         where = ".".join(str(p) for p in e.absolute_path) or "(top level)"
         raise DawnpipeError(f"{source}: {where}: {e.message}")
+    from dawnpipe.tasks import all_tasks  # tasks are data files: the schema cannot list them
+
+    if doc["task"] not in all_tasks():
+        raise DawnpipeError(f"{source}: task: unknown task {doc['task']!r} (known: {', '.join(all_tasks())})")
     return fill_defaults(copy.deepcopy(doc), schema)
 
 
@@ -57,6 +61,8 @@ def load_entry(path: str | Path) -> dict[str, Any]:
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as e:
         raise DawnpipeError(f"{path}: not valid YAML: {e}") from None
+    except UnicodeDecodeError as e:
+        raise DawnpipeError(f"{path}: not UTF-8 text (byte {e.start}: {e.reason})") from None
     entry = validate_entry(doc, str(path))
     entry["id"] = path.stem
     return entry

@@ -30,7 +30,7 @@ from typing import Any
 
 from dawnpipe.errors import DawnpipeError, UsageError
 from dawnpipe.fileio import read_json, write_json, write_text
-from dawnpipe.runfiles import latency_files, run_dirs
+from dawnpipe.runfiles import latency_files, read_run_info, run_dirs
 from dawnpipe.tasks import get_task
 
 MARKER = ".dawnpipe-export"  # hidden: the auditor does not look at it
@@ -149,7 +149,7 @@ def _export_run(run_dir: Path, dest: Path, author: str, email: str) -> list[Path
     for name in ("run.json", "time_to_accuracy.json", "train.tsv"):
         if not (run_dir / name).is_file():
             raise DawnpipeError(f"{run_dir}: missing {name} (did the train and extract stages run?)")
-    run = read_json(run_dir / "run.json")
+    run = read_run_info(run_dir / "run.json")
     tta = read_json(run_dir / "time_to_accuracy.json")
     task = get_task(run["task"])
     name = base_name(author, run)

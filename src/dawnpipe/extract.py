@@ -17,16 +17,17 @@ from typing import Any
 import pandas as pd
 
 from dawnpipe.errors import DawnpipeError
-from dawnpipe.fileio import read_json, write_json
+from dawnpipe.fileio import write_json
 from dawnpipe.logs import read_run_tsv
 from dawnpipe.prices import load_prices, price_per_hour
+from dawnpipe.runfiles import read_run_info
 from dawnpipe.schemas.results import TimeToAccuracyResult, validate
 from dawnpipe.tasks import get_task
 from dawnpipe.tta import cost_usd, time_to_accuracy
 
 
 def extract(tsv: Path, parquet: Path, run_json: Path, prices: Path) -> dict[str, Any]:
-    run = read_json(run_json)
+    run = read_run_info(run_json)
     task = get_task(run["task"])
     log = read_run_tsv(tsv, task)
     tta = time_to_accuracy(log["epoch"].tolist(), log["hours"].tolist(), log[task.metric_column].tolist(), run["threshold"])
@@ -53,7 +54,8 @@ def extract(tsv: Path, parquet: Path, run_json: Path, prices: Path) -> dict[str,
         "metric": task.metric_column,
         "reason": None if tta.reached else (
             f"did not converge: best {task.metric_column} {task.format_metric(tta.best_metric)} "
-            f"< {task.format_metric(run['threshold'])} in {log['epoch'].iloc[-1]:g} epochs"),
+            f"< {task.format_metric(run['threshold'])}{' (demo threshold)' if run['demo_threshold'] else ''}"
+            f" in {log['epoch'].iloc[-1]:g} epochs"),
     }
     validate(TimeToAccuracyResult, pd.DataFrame([record]), f"time-to-accuracy of {tsv}")
     return record

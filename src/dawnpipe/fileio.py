@@ -13,8 +13,22 @@ from typing import Any, Iterator
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; rename it over ``path`` on success."""
+    """Yield a temporary path beside ``path``; rename it over ``path`` on success.
+
+    What already stands at ``path`` is honoured, not replaced: a symbolic link
+    is written through (its target is renamed over), a character device or a
+    pipe (``--json /dev/stdout``) is written to directly, since a stream cannot
+    be half-overwritten; a directory is refused by its own name."""
+    from dawnpipe.errors import DawnpipeError
+
     path = Path(path)
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))
+    if path.is_dir():
+        raise DawnpipeError(f"{path}: is a directory, not a file to write")
+    if path.exists() and not path.is_file():  # a device or a FIFO
+        yield path
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
@@ -81,3 +95,5 @@ def read_json(path: str | os.PathLike) -> Any:
             return json.load(f)
     except json.JSONDecodeError as e:
         raise DawnpipeError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+    except UnicodeDecodeError as e:
+        raise DawnpipeError(f"{path}: not UTF-8 text (byte {e.start}: {e.reason})") from None

@@ -15,6 +15,10 @@ from pathlib import Path
 from typing import Iterable
 
 from dawnpipe.errors import DawnpipeError
+from dawnpipe.fileio import read_json
+
+# What every stage after training reads from a run's run.json.
+RUN_INFO_KEYS = ("entry", "seed", "task", "model", "framework", "hardware", "threshold", "official_threshold", "demo_threshold")
 
 
 def files_under(paths: Iterable[Path], pattern: str) -> list[Path]:
@@ -45,6 +49,18 @@ def run_dirs(paths: Iterable[Path]) -> list[Path]:
             raise DawnpipeError(f"{path}: no run directory (with run.json) below this directory")
         found.extend(below)
     return found
+
+
+def read_run_info(path: Path) -> dict:
+    """A run's run.json, with the keys every later stage relies on checked
+    (a hand-edited or truncated file is named, not a KeyError)."""
+    info = read_json(path)
+    if not isinstance(info, dict):
+        raise DawnpipeError(f"{path}: a run.json must be a JSON object, got {type(info).__name__}")
+    missing = [k for k in RUN_INFO_KEYS if k not in info]
+    if missing:
+        raise DawnpipeError(f"{path}: field {', '.join(missing)} missing (a run.json written by `dawnpipe train` has them)")
+    return info
 
 
 def latency_files(run_dir: Path) -> list[Path]:

@@ -55,10 +55,15 @@ def configure(p) -> None:
 
 
 def run(args) -> int:
-    records = [read_json(p) for p in files_under(args.results, "time_to_accuracy.json")]
-    others = sorted({r.get("entry") for r in records} - {args.entry})
-    if others:
-        raise DawnpipeError(f"--entry {args.entry}: results of other entries given ({', '.join(map(str, others))})")
+    paths = files_under(args.results, "time_to_accuracy.json")
+    records = [read_json(p) for p in paths]
+    for path, record in zip(paths, records):
+        if not isinstance(record, dict) or record.get("entry") != args.entry:
+            found = record.get("entry") if isinstance(record, dict) else None
+            raise DawnpipeError(f"{path}: field entry is {found!r}, not --entry {args.entry}: a result of another entry (or not a time-to-accuracy result)")
+        missing = [k for k in ("seed", "reached", "time_to_accuracy_hours", "epochs_to_accuracy") if k not in record]
+        if missing:
+            raise DawnpipeError(f"{path}: field {', '.join(missing)} missing (written by `dawnpipe extract`)")
     summary = stability(args.entry, records)
     validate(StabilityResult, pd.DataFrame([summary]).drop(columns=["seeds"]), f"stability of {args.entry}")
     write_json(args.out, summary)
