@@ -125,6 +125,29 @@ ERRORS = {
 }
 
 
+# Where each error is placed: the field, the line (and column), or the whole file.
+ERROR_PLACES = {
+    "accuracy-over-100": "line 3, column top1Accuracy", "author-as-number": "field author", "bad-date": "field timestamp",
+    "bad-version": "field version", "binary": "file", "claim-disagrees": "field misc.dawnpipe.timeToAccuracyHours",
+    "date-words": "field timestamp", "duplicate-column": "line 1", "duplicate-field": "field author",
+    "empty-author": "field author", "empty-tsv": "file", "header-only": "file", "hours-decrease-before-threshold": "line 3",
+    "huge-number": "field costPerHour", "implausible-hours": "line 5, column hours", "invalid-json": "line 1, column 20",
+    "json-not-object": "file", "json-without-tsv": "file", "latin1": "file", "missing-cell": "line 3, column hours",
+    "missing-column": "line 1", "missing-field": "field author", "nan-cell": "line 3, column hours", "nan-in-json": "file",
+    "negative-hours": "line 2, column hours", "negative-price": "field costPerHour", "no-hours-at-threshold": "line 4, column hours",
+    "not-a-number": "line 3, column hours", "not-tab-separated": "line 1", "null-required": "field hardware",
+    "price-as-string": "field costPerHour", "ragged-row": "line 3", "tsv-without-json": "file", "utf16": "file",
+    "too-deep": "file", "implausible-latency": "field latency", "implausible-cost": "field cost",
+    "implausible-price": "field costPerHour",
+}
+ERRORS.update({
+    "too-deep": (lambda r: (train_pair(r), write(r, f"CIFAR10/train/{NAME}.json", "[" * 100_000 + "]" * 100_000)), ".json", "json.too-deep"),
+    "implausible-latency": (lambda r: write(r, f"CIFAR10/inference/{NAME}.json", inference_meta(latency=4e6, cost=DROP)), ".json", "json.implausible-latency"),
+    "implausible-cost": (lambda r: write(r, f"CIFAR10/inference/{NAME}.json", inference_meta(cost=500.0, latency=DROP)), ".json", "json.implausible-cost"),
+    "implausible-price": (lambda r: train_pair(r, costPerHour=2e5), ".json", "json.implausible-price"),
+})
+
+
 @pytest.mark.parametrize("case", sorted(ERRORS))
 def test_wrong_data_is_an_error_naming_file_place_and_reason(tmp_path, case):
     make, suffix, code = ERRORS[case]
@@ -135,9 +158,37 @@ def test_wrong_data_is_an_error_naming_file_place_and_reason(tmp_path, case):
     assert report.exit_code == 1
     sub = report.submissions[0]
     assert not sub.valid
+    assert [m.where for m in messages(report, suffix) if m.code == code] == [ERROR_PLACES[case]]
     for f in report.files:
         for line in f.lines():
             assert line.startswith(str(tmp_path)) and len(line) > len(f.path) + 5  # the file, then where and why
+
+
+def test_a_row_check_is_reported_once_not_once_per_column(tmp_path):
+    write(tmp_path, "CIFAR10/inference/x.json", inference_meta(latency=None, cost=None))
+    found = [m for m in messages(run(tmp_path), "x.json") if m.where == "fields latency, cost"]
+    assert len(found) == 1 and "neither latency nor cost" in found[0].text
+
+
+def test_epoch_decreasing_is_a_warning_when_the_time_is_still_defined(tmp_path):
+    train_pair(tmp_path, tsv=CIFAR_TSV + "3.5\t0.05\t94.7\n")
+    report = run(tmp_path)
+    (m,) = [m for m in messages(report, ".tsv") if m.code == "log.epoch-decrease"]
+    assert m.severity == "warning" and m.where == "line 6" and "4 -> 3.5" in m.text and "still well defined" in m.text
+    assert report.exit_code == 0 and submission(report, NAME).figures["hours_to_threshold"] == 0.03
+
+
+@pytest.mark.parametrize("make, suffix, code, where", [
+    (lambda r: train_pair(r, tsv="epoch\thours\ttop1Accuracy\n1\t0\t95\n"), ".tsv", "log.zero-time", "line 2"),
+    (lambda r: train_pair(r, misc=[1, 2]), ".json", "json.misc-type", "field misc"),
+    (lambda r: train_pair(r, tsv=CIFAR_TSV.replace("epoch\thours", " epoch \thours ")), ".tsv", "tsv.padded-header", "line 1"),
+])
+def test_doubtful_points_are_warnings_naming_the_place(tmp_path, make, suffix, code, where):
+    make(tmp_path)
+    report = run(tmp_path)
+    found = [m for m in messages(report, suffix) if m.code == code]
+    assert [(m.severity, m.where) for m in found] == [("warning", where)], messages(report, suffix)
+    assert report.exit_code == 0
 
 
 def test_f1_in_percent_is_flagged_as_such(tmp_path):

@@ -115,6 +115,40 @@ def test_size_cap_is_configurable(tmp_path):
     assert proc.returncode == 1 and "over the size cap of 50 bytes" in proc.stdout
 
 
+def test_plausible_ranges_are_configurable_with_a_rules_file(tmp_path):
+    entries = tmp_path / "entries"
+    write(entries, "CIFAR10/inference/x.json", inference_meta())  # implies 3.06 USD/h
+    assert run_cli("audit", str(entries)).returncode == 0
+    rules = tmp_path / "strict.yaml"
+    rules.write_text("plausible:\n  price_per_hour_usd: {min: 0.01, max: 2.0}  # our cloud's range\n")
+    proc = run_cli("audit", str(entries), "--rules", str(rules))
+    assert proc.returncode == 0  # a doubtful figure is a warning, not an error
+    assert ("fields cost, latency: warning: imply 3.06 USD per hour (cost / latency in hours), "
+            "outside the plausible 0.01..2") in proc.stdout
+
+
+@pytest.mark.parametrize("content, text", [
+    ("plausible:\n  price_per_hour: 3\n", "plausible.price_per_hour: not an audit rule"),
+    ("limits:\n  max_listed: many\n", "limits.max_listed: 'many' is not a non-negative number"),
+    ("limits: 5\n", "limits: expected a mapping of rules"),
+])
+def test_a_bad_rules_file_is_named_with_the_key(tmp_path, content, text):
+    train_pair(tmp_path / "entries")
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(content)
+    proc = run_cli("audit", str(tmp_path / "entries"), "--rules", str(rules))
+    assert proc.returncode == 1 and f"{rules}: {text}" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_no_figure_is_shown_from_a_log_with_errors(tmp_path):
+    train_pair(tmp_path, tsv=CIFAR_TSV.replace("94.2", "200"))
+    proc = run_cli("audit", str(tmp_path))
+    assert proc.returncode == 1 and "200 is above 100" in proc.stdout
+    (row,) = [line for line in proc.stdout.splitlines() if line.startswith("error ") and line.rstrip().endswith("]")]
+    assert "not recomputed (errors)" in row and "to 94.00%" not in row
+
+
 def test_fifo_and_links_out_of_the_directory_are_not_opened(tmp_path):
     """A FIFO would block a reader forever; a link could point at any file."""
     root = tmp_path / "entries"

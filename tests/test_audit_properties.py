@@ -120,7 +120,7 @@ def test_time_to_threshold_is_the_first_row_at_or_above_it(steps):
         assert report.exit_code == 0
 
 
-@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(tsv=st.binary(max_size=400), meta=st.binary(max_size=400), inference=metadata)
 def test_the_real_cli_never_shows_a_traceback(tmp_path_factory, tsv, meta, inference):
     root = tmp_path_factory.mktemp("cli")

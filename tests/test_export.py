@@ -104,7 +104,7 @@ def test_file_name_parts_are_safe():
 
 def test_export_bad_arguments(tmp_path):
     proc = run_cli("export", "--runs", str(tmp_path / "nothing"), "--out", str(tmp_path / "out"))
-    assert proc.returncode == 1 and "nothing: missing run.json" in proc.stderr
+    assert proc.returncode == 2 and "nothing: no such run directory" in proc.stderr
     (tmp_path / "empty").mkdir()
     proc = run_cli("export", "--runs", str(tmp_path / "empty"), "--out", str(tmp_path / "out"))
     assert proc.returncode == 1 and "no run directory (with run.json) below this directory" in proc.stderr

@@ -125,9 +125,12 @@ def test_every_task_has_its_four_tables_in_the_page(tmp_path):
 
 def test_leaderboard_usage_errors(tmp_path):
     proc = run_cli("leaderboard", "--submissions", str(tmp_path / "missing"), "--json", str(tmp_path / "x.json"))
-    assert proc.returncode == 2 and "not a directory" in proc.stderr
+    assert proc.returncode == 2 and "missing: no such directory" in proc.stderr
     proc = run_cli("leaderboard", "--json", str(tmp_path / "x.json"))
     assert proc.returncode == 2
+    proc = run_cli("leaderboard", "--submissions", str(tmp_path), "--runs", str(tmp_path / "gone"), "--json", str(tmp_path / "x.json"))
+    assert proc.returncode == 2 and "gone: no such run directory" in proc.stderr
+    assert not (tmp_path / "x.json").exists()
 
 
 @pytest.mark.slow

@@ -202,7 +202,9 @@ def configure(p) -> None:
                    help="our own runs: a results directory, results/runs, or run directories")
     p.add_argument("--json", required=True, type=Path, metavar="OUT", help="output: leaderboard JSON")
     p.add_argument("--html", type=Path, metavar="OUT", help="output: self-contained leaderboard HTML")
-    p.add_argument("--max-bytes", type=int, metavar="N", help="size cap of any one submission file (default: the audit rules)")
+    from dawnpipe.audit.rules import add_arguments
+
+    add_arguments(p)
 
 
 def run(args) -> int:
@@ -211,19 +213,21 @@ def run(args) -> int:
     from dawnpipe.audit.cli import without_hypothesis_strategies
     from dawnpipe.errors import UsageError
 
+    from dawnpipe.audit.rules import rules_from_args
+
+    rules = rules_from_args(args)
     for d in args.submissions:
         if not d.is_dir():
-            raise UsageError(f"{d}: not a directory")
+            raise UsageError(f"{d}: {'not a directory' if d.exists() else 'no such directory'}")
     without_hypothesis_strategies()
     from dawnpipe.audit.core import audit
-    from dawnpipe.audit.rules import load_rules
     from dawnpipe.fileio import write_json, write_text
     from dawnpipe.report.build import load_run, objective_rows
     from dawnpipe.runfiles import run_dirs
     from dawnpipe.runinfo import now_iso
 
     runs = [load_run(d) for d in run_dirs(args.runs)] if args.runs else []
-    report = audit([str(d) for d in args.submissions], load_rules(args.max_bytes))
+    report = audit([str(d) for d in args.submissions], rules)
     run_rows, run_excluded = objective_rows(runs)
     board = merge(run_rows, run_excluded, report, runs)
     board["generated"] = now_iso()

@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable
 
-from dawnpipe.errors import DawnpipeError
+from dawnpipe.errors import DawnpipeError, UsageError
 from dawnpipe.fileio import read_json
 
 # What every stage after training reads from a run's run.json.
@@ -41,6 +41,8 @@ def run_dirs(paths: Iterable[Path]) -> list[Path]:
     directory replaced by the run directories below it, in path order."""
     found: list[Path] = []
     for path in map(Path, paths):
+        if not path.exists():
+            raise UsageError(f"{path}: no such run directory")
         if not path.is_dir() or (path / "run.json").is_file():
             found.append(path)
             continue

@@ -75,10 +75,10 @@ def check_training(sub: Submission, rules: dict[str, Any]) -> None:
         f.add("warning", "log.epoch-repeat", where_lines([lines[i] for i in epochs_same], limit),
               f"epoch repeats the previous row ({at(epochs, epochs_same, False)}): a log written twice for one epoch?"
               + (" The first row at the threshold still defines the time." if tta.reached else ""))
-    finite_hours = [h for h in hours if math.isfinite(h)]
-    if finite_hours and max(finite_hours) > rules["plausible"]["max_hours"]:
-        f.add("error", "log.implausible-hours", "column hours",
-              f"{_fmt(max(finite_hours))} hours of training is over the plausible {rules['plausible']['max_hours']:g}")
+    too_long = [i for i, h in enumerate(hours) if math.isfinite(h) and h > rules["plausible"]["max_hours"]]
+    if too_long:
+        f.add("error", "log.implausible-hours", f"{where_lines([lines[i] for i in too_long], limit)}, column hours",
+              f"{at(hours, too_long, False)}: hours of training over the plausible {rules['plausible']['max_hours']:g}")
     finite_metric = [m for m in metric if math.isfinite(m)]
     if task.metric_scale == "percent" and finite_metric and max(finite_metric) <= 1.0:
         f.add("warning", "log.fraction-not-percent", f"column {task.metric_column}",

@@ -1,7 +1,7 @@
 """audit: a verdict for every file of DAWNBench v1 submissions.
 
     python -m dawnpipe audit ../shared/dawnbench-entries [more paths] \\
-        [--json audit.json] [--parquet audit.parquet] [--max-bytes N] [--verbose]
+        [--json audit.json] [--parquet audit.parquet] [--max-bytes N] [--rules RULES.yaml] [--verbose]
 
 PATH is a directory laid out like the public entries repository
 (``<Task>/train/<name>.json + .tsv``, ``<Task>/inference/<name>.json``), a
@@ -16,6 +16,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from dawnpipe.audit.rules import add_arguments, rules_from_args
 from dawnpipe.errors import UsageError
 
 
@@ -23,7 +24,7 @@ def configure(p) -> None:
     p.add_argument("paths", nargs="+", metavar="PATH", help="submission directories or files")
     p.add_argument("--json", type=Path, metavar="FILE", help="also write every verdict, message and figure as JSON")
     p.add_argument("--parquet", type=Path, metavar="FILE", help="also write one row per message as Parquet")
-    p.add_argument("--max-bytes", type=int, metavar="N", help="size cap of any one file (default: rules.yaml, 256 KiB JSON / 4 MiB TSV)")
+    add_arguments(p)
     p.add_argument("--verbose", "-v", action="store_true", help="also print notes (info) that do not change a status")
 
 
@@ -44,16 +45,14 @@ def without_hypothesis_strategies() -> None:
 
 
 def run(args) -> int:
-    if args.max_bytes is not None and args.max_bytes < 1:
-        raise UsageError(f"--max-bytes must be a positive number of bytes, got {args.max_bytes}")
+    rules = rules_from_args(args)
     sys.stdout.reconfigure(errors="backslashreplace")  # submissions may hold any text; printing must not fail
     without_hypothesis_strategies()
     from dawnpipe.audit.core import audit
     from dawnpipe.audit.output import as_json, message_table, terminal
-    from dawnpipe.audit.rules import load_rules
     from dawnpipe.fileio import write_json, write_parquet
 
-    report = audit(args.paths, load_rules(args.max_bytes))
+    report = audit(args.paths, rules)
     if not report.files:
         raise UsageError(f"no DAWNBench submission files under {', '.join(args.paths)} "
                          "(expected <Task>/train/<name>.json + .tsv or <Task>/inference/<name>.json)")

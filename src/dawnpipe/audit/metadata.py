@@ -10,6 +10,7 @@ value checks so it is reported once.
 from __future__ import annotations
 
 import json
+from collections import Counter
 import math
 import re
 from typing import Any
@@ -58,8 +59,8 @@ def parse_json(text: str, f: FileAudit) -> dict[str, Any] | None:
     objects_with_duplicates: list[list[str]] = []
 
     def pairs(items):
-        keys = [k for k, _ in items]
-        dups = sorted({k for k in keys if keys.count(k) > 1}) if len(set(keys)) != len(keys) else []
+        counts = Counter(k for k, _ in items)
+        dups = sorted(k for k, n in counts.items() if n > 1) if len(counts) != len(items) else []
         objects_with_duplicates.append(dups)
         return dict(items)
 

@@ -9,7 +9,10 @@ from dawnpipe.display import format_hours, format_ms, format_usd
 
 
 def figure_note(sub: Submission, f: FileAudit) -> str:
-    """The recomputed figure shown beside a file in the summary table."""
+    """The recomputed figure shown beside a file in the summary table; none
+    beside a file with errors (a time from a 200% accuracy would mislead)."""
+    if f.status == "error":
+        return "not recomputed (errors)"
     try:
         return _figure_note(sub, f)
     except ValueError:  # a figure of a file with errors that cannot be displayed; the messages say why

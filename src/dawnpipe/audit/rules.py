@@ -1,13 +1,22 @@
-"""The auditor's limits (rules.yaml beside this module): data, not code."""
+"""The auditor's limits (rules.yaml beside this module): data, not code.
+
+A reviewer changes them without editing the package: ``--rules FILE`` names
+a YAML file holding only the keys to change (e.g. ``plausible:
+{price_per_hour_usd: {min: 0.1, max: 50}}``), merged over rules.yaml;
+``--max-bytes N`` sets both size caps."""
 
 from __future__ import annotations
 
 import copy
 import functools
+import math
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import yaml
+
+from dawnpipe.errors import DawnpipeError, UsageError
 
 
 @functools.cache
@@ -15,12 +24,58 @@ def _default_rules() -> dict[str, Any]:
     return yaml.safe_load(resources.files(__package__).joinpath("rules.yaml").read_text(encoding="utf-8"))
 
 
-def load_rules(max_bytes: int | None = None) -> dict[str, Any]:
-    """The rules, with the size caps overridden by ``max_bytes`` when given."""
+def load_rules(max_bytes: int | None = None, overrides: Path | None = None) -> dict[str, Any]:
+    """The rules, with the keys of the YAML file ``overrides`` merged over
+    them, then the size caps set to ``max_bytes`` when given."""
     rules = copy.deepcopy(_default_rules())
+    if overrides is not None:
+        try:
+            doc = yaml.safe_load(Path(overrides).read_text(encoding="utf-8"))
+        except (yaml.YAMLError, UnicodeDecodeError) as e:
+            raise DawnpipeError(f"{overrides}: not a YAML file of audit rules: {e}") from None
+        if doc is not None:
+            _merge(rules, doc, str(overrides), "")
     if max_bytes is not None:
         rules["limits"]["max_json_bytes"] = rules["limits"]["max_tsv_bytes"] = int(max_bytes)
     return rules
+
+
+def _merge(rules: dict[str, Any], doc: Any, source: str, prefix: str) -> None:
+    """Replace the values of ``rules`` that ``doc`` gives, key by key; a key
+    rules.yaml does not have, or a value of another kind, is named."""
+    if not isinstance(doc, dict):
+        raise DawnpipeError(f"{source}: {prefix.rstrip('.') or '(top level)'}: expected a mapping of rules")
+    for key, value in doc.items():
+        where = f"{prefix}{key}"
+        if key not in rules:
+            raise DawnpipeError(f"{source}: {where}: not an audit rule (known here: {', '.join(map(str, rules))})")
+        default = rules[key]
+        if isinstance(default, dict):
+            _merge(default, value, source, where + ".")
+        elif isinstance(default, (int, float)) and not isinstance(default, bool):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise DawnpipeError(f"{source}: {where}: {value!r} is not a non-negative number")
+            rules[key] = type(default)(value) if isinstance(default, float) else value
+        elif not isinstance(value, type(default)):
+            raise DawnpipeError(f"{source}: {where}: expected {type(default).__name__}, got {type(value).__name__}")
+        else:
+            rules[key] = value
+
+
+def add_arguments(p) -> None:
+    """``--max-bytes`` and ``--rules``, for every command that audits."""
+    p.add_argument("--max-bytes", type=int, metavar="N",
+                   help="size cap of any one submission file (default: rules.yaml, 256 KiB JSON / 4 MiB TSV)")
+    p.add_argument("--rules", type=Path, metavar="FILE",
+                   help="YAML file of audit rules to change (e.g. the plausible price range), merged over the package's rules.yaml")
+
+
+def rules_from_args(args) -> dict[str, Any]:
+    if args.max_bytes is not None and args.max_bytes < 1:
+        raise UsageError(f"--max-bytes must be a positive number of bytes, got {args.max_bytes}")
+    if args.rules is not None and not args.rules.is_file():
+        raise UsageError(f"--rules {args.rules}: no such file")
+    return load_rules(args.max_bytes, args.rules)
 
 
 def lookup(doc: Any, dotted: str) -> Any:

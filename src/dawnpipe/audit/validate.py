@@ -90,9 +90,11 @@ def apply_metadata_failures(cases: pd.DataFrame | None, owners: list[tuple[FileA
         if index is None or (isinstance(index, float) and np.isnan(index)):
             continue  # whole-frame failures (dtype) cannot happen: frames are built with the model's dtypes
         f, doc, reported = owners[int(index)]
-        if (int(index), str(column)) in seen:
+        # A check on the whole row (latency or cost) fails once per column in pandera's cases.
+        key = (int(index), check if check == "has_latency_or_cost" else str(column))
+        if key in seen:
             continue
-        seen.add((int(index), str(column)))
+        seen.add(key)
         if check == "has_latency_or_cost":
             f.add("error", "json.check", "fields latency, cost", describe(check, "", None, task))
             continue
