@@ -302,6 +302,12 @@ def test_inference_with_only_latency_or_only_cost(tmp_path):
     assert submission(report, "cost").figures["cost_per_10k_usd"] == pytest.approx(0.017)
 
 
+def test_inference_accuracy_given_as_a_fraction_gets_a_hint(tmp_path):
+    write(tmp_path, "CIFAR10/inference/x.json", inference_meta(top1Accuracy=0.945))
+    (m,) = [m for m in messages(run(tmp_path), "x.json") if m.code == "inference.below-threshold"]
+    assert m.severity == "warning" and "given as a fraction? top1Accuracy is a percentage" in m.text
+
+
 def test_wrong_accuracy_field_for_the_task(tmp_path):
     write(tmp_path, "ImageNet/inference/x.json", inference_meta("CIFAR10"))  # top1 where ImageNet needs top5
     report = run(tmp_path)

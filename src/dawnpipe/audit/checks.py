@@ -180,6 +180,8 @@ def check_inference(sub: Submission, rules: dict[str, Any]) -> None:
         if accuracy < task.threshold:
             reason = (f"{task.inference_accuracy_field} {task.format_metric(accuracy)} is below the threshold "
                       f"{task.format_metric(task.threshold)}: a model without the quality is not ranked")
+            if task.metric_scale == "percent" and accuracy <= 1.0:
+                reason += f" (given as a fraction? {task.inference_accuracy_field} is a percentage 0..100)"
             f.add("warning", "inference.below-threshold", f"field {task.inference_accuracy_field}", reason)
             sub.notes.append(reason)
     items = lookup(sub.doc, rules["inference_items_field"]) if sub.doc is not None else None
