@@ -5,6 +5,7 @@ report turning results into leaderboard rows and exclusions."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -139,6 +140,55 @@ def test_several_backends_in_one_job_skip_what_is_not_for_the_run(tiny):
                   "--data", str(tiny["data"]), "--prices", str(ROOT / "config/prices.yaml"), "--out", str(out / "x.json"),
                   "--items-parquet", str(out / "x.parquet"))
     assert one.returncode == 2 and "2 backends need --out-dir" in one.stderr
+
+
+def broken_onnxruntime_env(root: Path) -> dict[str, str]:
+    """An environment in which ``import onnxruntime`` fails for real (a broken
+    install, simulated by a package of that name first on PYTHONPATH that
+    raises ImportError); PyTorch and everything else are the real ones."""
+    from conftest import tool_env
+
+    shadow = root / "broken-site" / "onnxruntime"
+    shadow.mkdir(parents=True, exist_ok=True)
+    (shadow / "__init__.py").write_text('raise ImportError("libonnxruntime.so: cannot open shared object file (simulated broken install)")\n')
+    env = tool_env()
+    env["PYTHONPATH"] = str(root / "broken-site") + os.pathsep + env["PYTHONPATH"]
+    return env
+
+
+def test_one_failing_backend_is_named_and_the_others_are_still_measured(tiny):
+    """Real run of the infer job, two backends, onnxruntime broken (its import
+    fails inside the backend): eager is timed and written, onnxruntime's failure
+    is one line on stderr and an entry of the headline, exit 0; a stale
+    onnxruntime result of an earlier job is removed. With only the broken
+    backend, nothing is written and the exit status is 1."""
+    out = tiny["root"] / "one-fails"
+    env = broken_onnxruntime_env(tiny["root"])
+    run_json = make_run_json(out / "run.json", threshold=0.0)  # a demo threshold (the official one is 93)
+    (out / "latency").mkdir(parents=True)
+    (out / "latency/onnxruntime.json").write_text('{"stale": true}')
+    common = ["--checkpoint", str(tiny["checkpoint"]), "--run-json", str(run_json), "--data", str(tiny["data"]),
+              "--prices", str(ROOT / "config/prices.yaml"), "--warmup", "2"]
+    proc = run_cli("infer", "--backends", "onnxruntime", "eager", *common, "--out-dir", str(out / "latency"),
+                   "--out", str(out / "latency.json"), "--items-parquet", str(out / "latency.parquet"), env=env)
+    assert proc.returncode == 0, proc.stderr
+    failure_lines = [line for line in proc.stderr.splitlines() if "failed" in line]
+    assert len(failure_lines) == 1 and failure_lines[0].startswith("infer: backend onnxruntime failed: ImportError: libonnxruntime.so")
+    assert "Traceback" not in proc.stderr
+    assert sorted(p.name for p in (out / "latency").iterdir()) == ["eager.json", "eager.parquet"]
+    eager = json.loads((out / "latency/eager.json").read_text())
+    assert eager["backend"] == "eager" and eager["items"] == ITEMS
+    headline = json.loads((out / "latency.json").read_text())
+    assert headline["backend"] == "eager" and [t["backend"] for t in headline["backends_timed"]] == ["eager"]
+    [failed] = headline["backends_failed"]
+    assert failed["backend"] == "onnxruntime" and failed["error"] == "ImportError" and "libonnxruntime.so" in failed["reason"]
+    assert "failed: onnxruntime" in proc.stdout
+    assert "(demo threshold 0; official 93)" in proc.stdout  # the log says the threshold is a demo one
+
+    alone = run_cli("infer", "--backend", "onnxruntime", *common, "--out", str(out / "alone.json"),
+                    "--items-parquet", str(out / "alone.parquet"), env=env)
+    assert alone.returncode == 1 and "every backend failed (onnxruntime: ImportError" in alone.stderr
+    assert "Traceback" not in alone.stderr and not (out / "alone.json").exists()
 
 
 def test_each_backend_result_exports_as_a_v1_inference_submission_that_passes_the_audit(tiny, tmp_path):

@@ -29,11 +29,27 @@ timed on its own, from the stored item to the answer
 describe the distribution. Quality is recomputed from these same answers:
 below the threshold, the result is kept but marked ``meets_threshold: false``
 (the leaderboard lists it as excluded, with its accuracy).
+
+One backend failing does not stop the others. Whatever one backend raises
+while it is prepared, checked, timed or scored (its framework missing or
+broken, an export that fails, outputs that differ from the checkpoint's) is
+that backend's failure: one line on stderr, ``infer: backend B failed:
+REASON`` (no traceback; an unexpected exception's traceback goes to a crash
+file the line names), no ``DIR/<backend>.json`` for it (a stale one from an
+earlier job is removed), and an entry ``{"backend", "error", "reason"}`` in
+``backends_failed`` of the run's headline ``--out``. The other backends are
+timed and written as usual. Exit status: 0 when at least one backend was
+measured and written (failures are in stderr and ``backends_failed``); 1
+when every backend failed (nothing written, each failure named); 2 for
+usage errors, and 1 for bad input found before any backend runs (run.json,
+data, prices, backends that do not exist or do not read the run's
+checkpoints). With one ``--backend``, its failure is thus exit 1.
 """
 
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -41,13 +57,14 @@ from dawnpipe import telemetry
 from dawnpipe.argtypes import optional_int
 from dawnpipe.data.loader import prepared_dir
 from dawnpipe.errors import DawnpipeError, UsageError
-from dawnpipe.fileio import atomic_path, read_json, write_json, write_parquet
+from dawnpipe.fileio import atomic_path, write_json, write_parquet
 from dawnpipe.infer.backends import Backend, backends_for, default_backend, get_backend, load_backend, names
 from dawnpipe.infer.items import item_kind
 from dawnpipe.infer.result import latency_record
 from dawnpipe.infer.summary import write_headline
 from dawnpipe.infer.timing import time_items
 from dawnpipe.prices import load_prices, price_per_hour
+from dawnpipe.runfiles import read_run_info
 from dawnpipe.runinfo import cpu_model, now_iso
 from dawnpipe.tasks import get_task
 
@@ -82,7 +99,7 @@ def run(args) -> int:
         raise UsageError(f"{len(args.backends)} backends need --out-dir (one result file each)")
     if (args.out is None) != (args.items_parquet is None):
         raise UsageError("--out and --items-parquet go together")
-    run_info = read_json(args.run_json)
+    run_info = read_run_info(args.run_json)
     task = get_task(run_info["task"])
     kind = item_kind(task)
     framework = run_info["framework"]
@@ -100,26 +117,56 @@ def run(args) -> int:
     data = prepared_dir(args.data, task.name)
     usd_per_hour = price_per_hour(load_prices(args.prices), run_info.get("hardware_price_tag", run_info["hardware"]))  # one machine
     inference = kind.load(task, data, args.limit)
-    results = []
+    results, failed = [], []
     for name in chosen:
         if args.out_dir is None:
-            record, per_item = measure(get_backend(name, kind.name), args, run_info, task, kind, inference, usd_per_hour, args.telemetry)
-            write_parquet(args.items_parquet, per_item)
-            write_json(args.out, record)
+            path, items_path, samples = args.out, args.items_parquet, args.telemetry
         else:
             path = args.out_dir / f"{name}.json"
-            samples = telemetry_path(path) if args.telemetry else None
+            items_path, samples = path.with_suffix(".parquet"), (telemetry_path(path) if args.telemetry else None)
+        try:
             record, per_item = measure(get_backend(name, kind.name), args, run_info, task, kind, inference, usd_per_hour, samples)
-            write_parquet(path.with_suffix(".parquet"), per_item)
-            write_json(path, record)
-            results.append((path, record))
+        except Exception as e:  # this backend's failure, not the job's: the others are still measured
+            failed.append(backend_failure(name, e))
+            if args.out_dir is not None:  # no stale result of an earlier job left standing for this backend
+                for stale in (path, items_path, telemetry_path(path)):
+                    stale.unlink(missing_ok=True)
+            continue
+        write_parquet(items_path, per_item)
+        write_json(path, record)
+        results.append((path, record))
+    if not results:
+        raise DawnpipeError(f"{args.run_json}: every backend failed ("
+                            + "; ".join(f"{f['backend']}: {f['reason']}" for f in failed) + "); nothing written")
     if args.out_dir is not None and args.out is not None:
-        summary = write_headline(results, args.out, args.items_parquet)
+        summary = write_headline(results, args.out, args.items_parquet, failed=failed)
         if args.telemetry:
             with atomic_path(args.telemetry) as tmp:
                 shutil.copyfile(telemetry_path(Path(summary["headline_of"])), tmp)
-        print(f"infer: headline {summary['backend']} of {', '.join(chosen)} -> {args.out}")
+        print(f"infer: headline {summary['backend']} of {', '.join(n for n in chosen if n not in {f['backend'] for f in failed})}"
+              f"{threshold_label(run_info)} -> {args.out}"
+              + (f"; failed: {', '.join(f['backend'] for f in failed)}" if failed else ""), flush=True)
     return 0
+
+
+def backend_failure(name: str, error: Exception) -> dict[str, str]:
+    """Name one backend's failure on stderr in one line (an unexpected
+    exception's traceback goes to a crash file, named) and return its record."""
+    reason = str(error) or type(error).__name__
+    if not isinstance(error, DawnpipeError):
+        from dawnpipe.cli import crash_report  # the same crash files as the whole command's
+
+        reason = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+        reason += f" (traceback in {crash_report('infer')})"
+    print(f"infer: backend {name} failed: {reason}", file=sys.stderr, flush=True)
+    return {"backend": name, "error": type(error).__name__, "reason": reason}
+
+
+def threshold_label(run_info: dict[str, Any]) -> str:
+    """' (demo threshold X; official Y)' for a run trained to a config's demo threshold, else ''."""
+    if not run_info.get("demo_threshold"):
+        return ""
+    return f" (demo threshold {run_info['threshold']:g}; official {run_info['official_threshold']:g})"
 
 
 def telemetry_path(result: Path) -> Path:
@@ -155,6 +202,7 @@ def measure(backend: Backend, args, run_info: dict[str, Any], task, kind, infere
           f"{record['warmup_items']} warm-up items excluded, mean {record['warmup_mean_ms'] or 0:.4f} ms); "
           + (f"${cost:.6f} per 10,000 items; " if cost is not None else "no price known; ")
           + f"{task.inference_accuracy_field} {task.format_metric(record['accuracy'])}"
-          + ("" if record["meets_threshold"] else f" < threshold {task.format_metric(record['threshold'])}: excluded from the latency ranking"),
+          + ("" if record["meets_threshold"] else f" < threshold {task.format_metric(record['threshold'])}: excluded from the latency ranking")
+          + threshold_label(run_info),
           flush=True)
     return record, per_item
