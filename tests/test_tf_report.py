@@ -11,7 +11,14 @@ from dawnpipe.report.frameworks import framework_comparison
 from dawnpipe.report.render import render_html
 
 
-def make_run(entry, framework, seed, epoch_seconds, *, model="resnet20", reached_hours=None, latency_ms=2.0, threshold=70.0, backend=None):
+def latency(backend, latency_ms, meets=True):
+    return {"latency_mean_ms": latency_ms, "latency_p50_ms": latency_ms, "latency_p90_ms": latency_ms, "latency_p99_ms": latency_ms,
+            "accuracy": 71.0 if meets else 50.0, "meets_threshold": meets, "backend": backend}
+
+
+def make_run(entry, framework, seed, epoch_seconds, *, model="resnet20", reached_hours=None, latency_ms=2.0, threshold=70.0, backend=None,
+             others=()):
+    """``others``: more inference results of the run (other backends), beside the framework's own."""
     epochs = len(epoch_seconds)
     hours = pd.Series(epoch_seconds).cumsum() / 3600.0
     log = pd.DataFrame({
@@ -20,6 +27,7 @@ def make_run(entry, framework, seed, epoch_seconds, *, model="resnet20", reached
         "epoch_train_seconds": epoch_seconds, "lr": 0.1, "items_per_second": [3000 / s for s in epoch_seconds],
     })
     reached = reached_hours is not None
+    mine = latency(backend or {"pytorch": "eager", "tensorflow": "tf-function"}[framework], latency_ms)
     return {
         "run": {"entry": entry, "seed": seed, "task": "fashion-mnist", "model": model, "hardware": "local-cpu",
                 "framework": framework, "threshold": threshold, "demo_threshold": True,
@@ -28,8 +36,8 @@ def make_run(entry, framework, seed, epoch_seconds, *, model="resnet20", reached
         "tta": {"reached": reached, "time_to_accuracy_hours": reached_hours, "threshold": threshold, "demo_threshold": True,
                 "epochs_to_accuracy": 2 if reached else None, "wall_time_to_accuracy_hours": reached_hours * 1.5 if reached else None,
                 "best_metric": 61.0, "training_hours": float(hours.iloc[-1]), "epochs_run": epochs},
-        "latency": {"latency_mean_ms": latency_ms, "latency_p50_ms": latency_ms, "latency_p90_ms": latency_ms, "latency_p99_ms": latency_ms,
-                    "accuracy": 71.0, "backend": backend or {"pytorch": "eager", "tensorflow": "tf-function"}[framework]},
+        "latency": mine,
+        "latencies": sorted([mine, *others], key=lambda lat: lat["latency_mean_ms"]),
         "log": log,
     }
 
@@ -60,6 +68,45 @@ def test_comparison_groups_one_model_in_several_frameworks():
     assert tf_row["framework_versions"] == ["2.21.0"] and tf_row["inference_backends"] == ["tf-function"]
 
 
+def test_latency_compares_each_framework_s_own_runtime_at_the_threshold_only():
+    """PyTorch eager against TensorFlow's tf.function graph: not the runs'
+    headline backends (a faster ONNX Runtime or int8 result of the PyTorch run
+    is another runtime), and never a result below the threshold."""
+    runs = [
+        make_run("resnet20-dawn", "pytorch", 0, [10.0], reached_hours=0.01, latency_ms=4.0,
+                 others=[latency("onnxruntime", 1.0), latency("onnxruntime-int8", 0.5)]),
+        make_run("resnet20-dawn", "pytorch", 1, [10.0], reached_hours=0.01, latency_ms=6.0, others=[latency("onnxruntime", 1.5)]),
+        make_run("resnet20-dawn-tf", "tensorflow", 0, [20.0], reached_hours=0.02, latency_ms=2.0),
+        make_run("resnet20-dawn-tf", "tensorflow", 1, [20.0], reached_hours=0.02, latency_ms=3.0),
+    ]
+    runs[1]["latencies"] = [latency("onnxruntime", 1.5), latency("eager", 0.1, meets=False)]  # its eager result is below the threshold
+    torch_row, tf_row = framework_comparison(runs)
+    assert torch_row["inference_backends"] == ["eager"] and tf_row["inference_backends"] == ["tf-function"]
+    assert torch_row["latency_mean_ms"] == 4.0 and torch_row["latency_results"] == 1  # seed 1's 0.1 ms is excluded
+    assert tf_row["latency_mean_ms"] == 2.5 and tf_row["latency_results"] == 2
+    assert (torch_row["latency_ratio"], tf_row["latency_ratio"]) == (1.6, 1.0)
+
+
+def test_no_native_result_at_the_threshold_means_no_latency():
+    runs = [make_run("a", "pytorch", 0, [10.0], backend="onnxruntime"), make_run("b", "tensorflow", 0, [20.0], latency_ms=3.0)]
+    torch_row, tf_row = framework_comparison(runs)
+    assert torch_row["latency_mean_ms"] is None and torch_row["latency_ratio"] is None and tf_row["latency_ratio"] == 1.0
+    assert "(none at the threshold)" in page(runs)
+
+
+def test_one_row_per_entry():
+    """Two PyTorch recipes of the same model are two rows, each with its own seeds, not one merged row."""
+    other = make_run("resnet20-fast", "pytorch", 0, [6.0, 6.0], reached_hours=0.005, latency_ms=3.0)
+    rows = framework_comparison([*RUNS[:4], other])
+    assert [(r["framework"], r["entry"]) for r in rows] == [("pytorch", "resnet20-dawn"), ("pytorch", "resnet20-fast"),
+                                                            ("tensorflow", "resnet20-dawn-tf")]
+    dawn, fast, tf_row = rows
+    assert dawn["seeds"] == [0, 1] and fast["seeds"] == [0] and fast["epoch_seconds_median"] == 6.0
+    assert fast["epoch_ratio"] == 1.0 and tf_row["epoch_ratio"] == pytest.approx(22.0 / 6.0)
+    html = page([*RUNS[:4], other])
+    assert 'id="framework-fashion-mnist-resnet20-local-cpu-pytorch-resnet20-fast"' in html
+
+
 def test_runs_against_other_thresholds_are_not_compared():
     other = make_run("resnet20-dawn-tf", "tensorflow", 0, [30.0], reached_hours=0.01, threshold=93.0)
     assert framework_comparison([RUNS[0], other]) == []
@@ -73,14 +120,15 @@ def test_no_run_reached_means_no_time_to_accuracy_and_no_ratio():
 def page(runs, model_name=None) -> str:
     board = leaderboard.build([], [])
     board.update(generated="2026-01-01T00:00:00+00:00", config="test", frameworks=framework_comparison(runs))
-    return render_html(board, runs, [], config_name="config/test.yaml")
+    shown = [{k: v for k, v in r.items() if k != "latencies"} for r in runs]  # the comparison only, not the inference section
+    return render_html(board, shown, [], config_name="config/test.yaml")
 
 
 def test_page_shows_the_comparison_section():
     html = page(RUNS)
     section = html[html.index('<h2 id="frameworks">'):]
     section = section[:section.index("</table>")]
-    assert 'id="framework-fashion-mnist-resnet20-local-cpu-tensorflow"' in section
+    assert 'id="framework-fashion-mnist-resnet20-local-cpu-tensorflow-resnet20-dawn-tf"' in section
     assert "22.00 (2.20x)" in section and "10.00 (1.00x)" in section  # time per epoch
     assert "0:01:48 (2.00x), 1/2 reached" in section  # 0.03 h = 108 s
     assert "2.5000 (1.00x)" in section and "tf-function" in section
