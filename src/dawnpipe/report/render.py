@@ -50,8 +50,10 @@ def curves_by_task(runs: list[dict[str, Any]]) -> dict[str, Any]:
         label, factor = time_axis(max(float(r["log"]["hours"].max()) for r in mine))
         series = [(f"{r['run']['entry']} s{r['run']['seed']}", (r["log"]["hours"] * factor).tolist(), r["log"][task.metric_column].tolist()) for r in mine]
         thresholds = sorted({r["run"]["threshold"] for r in mine})
+        demo = " (demo threshold)" if any(r["run"]["demo_threshold"] for r in mine) else ""
         charts[name] = line_chart(series, x_label=label, y_label=task.metric_label, hline=thresholds[0] if len(thresholds) == 1 else None,
-                                  hline_label=f"threshold {thresholds[0]:g}" if len(thresholds) == 1 else "", title=f"{task.title}: accuracy against training time")
+                                  hline_label=f"threshold {thresholds[0]:g}{demo}" if len(thresholds) == 1 else "",
+                                  title=f"{task.title}: accuracy against training time{demo}")
     return charts
 
 
