@@ -205,6 +205,26 @@ def test_sensitivity_marks_an_entry_that_wins_low_but_never_reaches_the_official
     assert "never reaches official" in str(telemetry_sections.sensitivity_by_task(runs)[0]["chart"])
 
 
+def test_sensitivity_wins_count_a_seed_that_did_not_converge_as_infinitely_slow():
+    """1 of 3 seeds of "lucky" reaches 90 very fast; all 3 of "steady" reach it
+    more slowly. Over reaching seeds only, lucky's median (0.01 h) would win;
+    with the two DNC seeds as +inf its median is +inf, and steady wins."""
+    runs = [_sens("lucky", 0, [(90.0, "reached", 0.01), (93.0, "not reached", None)]),
+            *(_sens("lucky", k, [(90.0, "not reached", None), (93.0, "not reached", None)]) for k in (1, 2)),
+            *(_sens("steady", k, [(90.0, "reached", 0.02 + k / 1000), (93.0, "reached", 0.05)]) for k in range(3))]
+    (section,) = telemetry_sections.sensitivity_by_task(runs)
+    rows = {r["entry"]: r for r in section["rows"]}
+    assert rows["steady"]["wins_at"] == [90.0] and rows["lucky"]["wins_at"] == [] and not rows["lucky"]["flag"]
+    lucky90 = rows["lucky"]["cells"][0]
+    assert lucky90["median_hours"] == 0.01 and (lucky90["reached"], lucky90["runs"]) == (1, 3) and lucky90["rank_hours"] is None
+    assert rows["steady"]["cells"][0]["rank_hours"] == pytest.approx(0.021)
+    # 2 of 3 reaching: the median over all three is the slower of the two that reached, not their median
+    runs[1] = _sens("lucky", 1, [(90.0, "reached", 0.03), (93.0, "not reached", None)])
+    rows = {r["entry"]: r for r in telemetry_sections.sensitivity_by_task(runs)[0]["rows"]}
+    assert rows["lucky"]["cells"][0]["rank_hours"] == 0.03 and rows["lucky"]["cells"][0]["median_hours"] == pytest.approx(0.02)
+    assert rows["steady"]["wins_at"] == [90.0] and rows["lucky"]["wins_at"] == []
+
+
 def test_energy_objective_appears_only_where_measured():
     base = {"task": "fashion-mnist", "threshold": 93.0, "demo_threshold": False, "model": "m", "hardware": "h", "framework": "pytorch",
             "timestamp": "2026-01-01", "source": "runs/e/seed0"}

@@ -7,6 +7,7 @@ JSON of those stages, None when absent); runs without them are skipped.
 
 from __future__ import annotations
 
+import math
 import statistics
 from typing import Any
 
@@ -72,7 +73,14 @@ def energy_rows(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def sensitivity_by_task(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per task: a chart of median time to accuracy against threshold per
     entry, and a table marking entries that are fastest at a lower rung but
-    never reach the official threshold."""
+    never reach the official threshold.
+
+    The chart and the cells show the median over the seeds that reached a
+    rung (with how many did). Who is fastest at a rung ("wins") is decided on
+    the median over every seed that had the chance, a seed that did not reach
+    the rung counting as infinitely slow: an entry whose one seed of three
+    reached it is not ranked as if all three had. Seeds that stopped below
+    the rung ("not observed") say nothing and are left out of both."""
     from dawnpipe.report.render import time_axis
 
     tasks = all_tasks()
@@ -93,14 +101,17 @@ def sensitivity_by_task(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 hours = [g["hours"] for g in cells if g["status"] == "reached"]
                 statuses = {g["status"] for g in cells}
                 median = statistics.median(hours) if hours else None
+                tried = hours + [math.inf] * sum(g["status"] == "not reached" for g in cells)  # DNC: never, not "not counted"
+                rank = statistics.median(tried) if tried else None
                 table[entry][t] = {"median_hours": median, "display": format_hours(median) if median is not None else None,
+                                   "rank_hours": rank if rank is not None and math.isfinite(rank) else None,
                                    "reached": len(hours), "runs": len(cells),
                                    "status": "reached" if hours else ("not reached" if statuses == {"not reached"} else "not observed")}
         official = task.threshold
         rows = []
         for entry in sorted(table):
-            wins = [t for t in ladder if len(table) > 1 and t < official and table[entry][t]["median_hours"] is not None
-                    and table[entry][t]["median_hours"] <= min(table[e][t]["median_hours"] for e in table if table[e][t]["median_hours"] is not None)]
+            wins = [t for t in ladder if len(table) > 1 and t < official and table[entry][t]["rank_hours"] is not None
+                    and table[entry][t]["rank_hours"] <= min(table[e][t]["rank_hours"] for e in table if table[e][t]["rank_hours"] is not None)]
             at_official = table[entry].get(official, {}).get("status", "not observed")
             rows.append({"entry": entry, "cells": [table[entry][t] for t in ladder], "wins_at": wins, "official": at_official,
                          "flag": bool(wins) and at_official == "not reached",
