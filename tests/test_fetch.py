@@ -173,3 +173,127 @@ def test_bad_idx_header_is_named(tmp_path):
     path.write_bytes(b"\x00\x00\x08\x03\x00\x00\x00\x02\x00\x00\x00\x02\x00\x00\x00\x02" + b"\x00" * 7)
     with pytest.raises(DawnpipeError, match="2 x 2|shape"):
         read_idx(path)
+
+
+# ---------------------------------------------------------------- --source naming a file
+
+
+def test_a_url_source_naming_one_of_the_files_means_its_directory(tmp_path, generated):
+    """A link copied from a mirror's listing (http://host/path/train-images-idx3-ubyte.gz)
+    is taken as the directory holding the files, not as <file>/<name>."""
+    files, expect = generated
+    dest = tmp_path / "raw"
+    with serve(files) as (url, log):
+        proc = run_cli("fetch", "fashion-mnist", "--dest", str(dest), "--source", url + "train-images-idx3-ubyte.gz",
+                       "--cache", str(tmp_path / "cache"), "--expect", str(expect))
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(n for n, _ in log) == sorted(NAMES)  # every request under the directory, none under the file
+    assert "names the file train-images-idx3-ubyte.gz" in proc.stdout and url in proc.stdout
+    record = json.loads((dest / "fetch.json").read_text())
+    assert all(f["origin"] == url + n for n, f in record["files"].items())
+
+
+def test_a_url_source_naming_another_file_is_refused_naming_the_option(tmp_path, generated):
+    files, expect = generated
+    with serve(files) as (url, log):
+        proc = run_cli("fetch", "fashion-mnist", "--dest", str(tmp_path / "raw"), "--source", url + "fashion.tar.gz",
+                       "--expect", str(expect))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert f"--source {url}fashion.tar.gz" in proc.stderr and "points at a file" in proc.stderr
+    assert "train-images-idx3-ubyte.gz" in proc.stderr and f"e.g. {url}" in proc.stderr
+    assert log == []  # nothing was requested
+
+
+def test_a_local_source_naming_a_file_means_its_directory(tmp_path, generated):
+    files, expect = generated
+    src = tmp_path / "mirror"
+    src.mkdir()
+    for name, data in files.items():
+        (src / name).write_bytes(data)
+    fetch("fashion-mnist", tmp_path / "raw", source=str(src / "t10k-labels-idx1-ubyte.gz"), expect=expect)
+    record = json.loads((tmp_path / "raw" / "fetch.json").read_text())
+    assert set(record["files"]) == set(NAMES) and all(f["origin"] == str(src / n) for n, f in record["files"].items())
+
+
+# ---------------------------------------------------------------- messages about checksums
+
+
+def test_an_md5_only_mismatch_names_what_is_expected_and_never_none(tmp_path, generated):
+    """A file checked by MD5 alone (CIFAR-10, ImageNet) used to be reported as
+    'expected sha256 None, md5 ...'."""
+    files, _ = generated
+    name = "t10k-labels-idx1-ubyte.gz"
+    expect = tmp_path / "md5.yaml"
+    expect.write_text(yaml.safe_dump({"files": {name: {"md5": "0" * 32, "raw": True}}}))
+    with serve(files) as (url, _):
+        proc = run_cli("fetch", "fashion-mnist", "--dest", str(tmp_path / "raw"), "--source", url,
+                       "--cache", str(tmp_path / "cache"), "--expect", str(expect))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    got = hashlib.md5(files[name]).hexdigest()
+    assert f"checksum mismatch after downloading twice from {url}{name}" in proc.stderr
+    assert f"expected md5 {'0' * 32}" in proc.stderr and f"md5 {got}" in proc.stderr
+    assert "None" not in proc.stderr and "sha256 None" not in proc.stderr
+
+
+def test_a_file_without_a_known_checksum_says_so(tmp_path, generated):
+    """No checksum listed: the file is accepted unverified, and the output says so and what to do;
+    unreadable twice, the error says there was no checksum rather than 'expected sha256 None'."""
+    files, _ = generated
+    name = "t10k-labels-idx1-ubyte.gz"
+    expect = tmp_path / "none.yaml"
+    expect.write_text(yaml.safe_dump({"files": {name: {}}}))
+    with serve(files) as (url, _):
+        proc = run_cli("fetch", "fashion-mnist", "--dest", str(tmp_path / "raw"), "--source", url,
+                       "--cache", str(tmp_path / "cache"), "--expect", str(expect), check=True)
+    assert f"no checksum is known for {name}" in proc.stdout and "--expect" in proc.stdout and "not verified" in proc.stdout
+    with serve({name: files[name][:40]}) as (url, _):  # a truncated gzip stream, twice
+        proc = run_cli("fetch", "fashion-mnist", "--dest", str(tmp_path / "raw2"), "--source", url,
+                       "--cache", str(tmp_path / "cache"), "--expect", str(expect))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert f"{name}: unreadable after downloading twice" in proc.stderr and f"no checksum is known for {name}" in proc.stderr
+    assert "None" not in proc.stderr
+
+
+def test_expected_text_names_only_what_is_given():
+    from dawnpipe.data.fetch import expected_text
+
+    assert expected_text({"md5": "ab", "raw": True}, "x.tar") == "expected md5 ab"
+    assert expected_text({"sha256": "cd", "bytes": 3}, "x.gz") == "expected sha256 cd, 3 bytes of content"
+    assert expected_text({"bytes": 3}, "x.gz").startswith("expected 3 bytes of content; no checksum is known for x.gz")
+    assert expected_text({}, "x.gz").startswith("no checksum is known for x.gz") and "None" not in expected_text({}, "x.gz")
+
+
+# ---------------------------------------------------------------- the partial-download directory
+
+
+def test_a_local_fetch_leaves_no_partial_directory(tmp_path, generated):
+    files, expect = generated
+    src = tmp_path / "mirror"
+    src.mkdir()
+    for name, data in files.items():
+        (src / name).write_bytes(data)
+    fetch("fashion-mnist", tmp_path / "raw", source=str(src), expect=expect)  # default cache: beside --dest
+    assert not (tmp_path / ".raw.partial").exists()
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_a_download_leaves_no_empty_partial_directory_but_keeps_one_to_resume(tmp_path, generated):
+    files, expect = generated
+    with serve(files) as (url, _):
+        fetch("fashion-mnist", tmp_path / "raw", source=url, expect=expect)
+    assert not (tmp_path / ".raw.partial").exists()
+    name = "train-images-idx3-ubyte.gz"
+    with serve(files, faults={name: ["drop:1000"] * 3}) as (url, _):
+        with pytest.raises(DawnpipeError, match="resumes"):
+            import dawnpipe.data.download as dl
+            sleep = dl.time.sleep
+            dl.time.sleep = lambda s: None
+            try:
+                fetch("fashion-mnist", tmp_path / "again", source=url, expect=expect)
+            finally:
+                dl.time.sleep = sleep
+    assert (tmp_path / ".again.partial" / f"{name}.part").stat().st_size > 0  # kept for the next run
+    cache = tmp_path / "mine"
+    cache.mkdir()
+    fetch("fashion-mnist", tmp_path / "third", source=str(tmp_path / "raw"), cache=cache, expect=expect)
+    assert cache.is_dir()  # a cache directory given and already there is left alone

@@ -89,8 +89,80 @@ def content_check(path: Path, spec: dict[str, Any], name: str | None = None) -> 
     return Check(True, digest, md5, size)
 
 
+def has_checksum(spec: dict[str, Any]) -> bool:
+    return bool(spec.get("sha256") or spec.get("md5"))
+
+
+def no_checksum_note(name: str) -> str:
+    return (f"no checksum is known for {name} (the task lists none); give one with --expect FILE "
+            "(config: data_checksums) to have it verified")
+
+
+def expected_text(spec: dict[str, Any], name: str) -> str:
+    """What ``spec`` expects of a file, naming only what it gives (never "sha256 None")."""
+    parts = [f"{k} {spec[k]}" for k in ("sha256", "md5") if spec.get(k)]
+    if spec.get("bytes") is not None:
+        parts.append(f"{spec['bytes']} bytes of content")
+    if not has_checksum(spec):
+        return "; ".join([f"expected {', '.join(parts)}"] * bool(parts) + [no_checksum_note(name)])
+    return "expected " + ", ".join(parts)
+
+
+def got_text(check: Check) -> str:
+    parts = [f"{k} {v}" for k, v in (("sha256", check.sha256), ("md5", check.md5)) if v]
+    return "got " + ", ".join(parts) if parts else "nothing could be read"
+
+
 def _is_url(source: str) -> bool:
     return urllib.parse.urlparse(source).scheme in ("http", "https", "ftp", "file")
+
+
+FILE_SUFFIXES = (".gz", ".tgz", ".tar", ".zip", ".bz2", ".xz", ".json", ".txt", ".csv", "-ubyte")
+
+
+def _task_file_names(spec_data: dict[str, Any]) -> set[str]:
+    """Every file name the task's data section lists (files, their url_name, archives, label files)."""
+    names = set(spec_data.get("files") or {})
+    names |= {f["url_name"] for f in (spec_data.get("files") or {}).values() if isinstance(f, dict) and f.get("url_name")}
+    for key in ("archive",):
+        if isinstance(spec_data.get(key), str):
+            names.add(spec_data[key])
+    for split in ("train", "test"):
+        if isinstance(spec_data.get(split), dict) and spec_data[split].get("archive"):
+            names.add(spec_data[split]["archive"])
+    names |= set(spec_data.get("val_labels") or [])
+    return names
+
+
+def source_directory(source: str, spec_data: dict[str, Any]) -> str:
+    """``--source`` as the directory (or URL base) holding the task's files.
+
+    A URL whose last segment is one of the task's files (a link copied from a
+    mirror's listing) means its directory; a URL naming some other file is an
+    error that says so, rather than a 404 for ``<file>/<name>``. A local path
+    to a file means its directory too."""
+    if _is_url(source):
+        parts = urllib.parse.urlsplit(source)
+        last = parts.path.rsplit("/", 1)[-1]
+        if not last:
+            return source
+        names = _task_file_names(spec_data)
+        if last in names:
+            parent = urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path[: -len(last)], "", ""))
+            print(f"fetch: --source {source} names the file {last}; taking the files from its directory {parent}")
+            return parent
+        if last.lower().endswith(FILE_SUFFIXES):
+            listed = ", ".join(sorted(names)) or "none listed"
+            raise DawnpipeError(
+                f"--source {source}: points at a file ({last}), which is not one of this task's files ({listed}); "
+                "give the URL of the directory that holds them, e.g. "
+                f"{urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path[: -len(last)], '', ''))}")
+        return source
+    path = Path(source)
+    if path.is_file():
+        print(f"fetch: --source {source} is a file; taking the files from its directory {path.parent}")
+        return str(path.parent)
+    return source
 
 
 def _sources(spec_data: dict[str, Any], source: str | None) -> tuple[list[Path], str | None]:
@@ -136,7 +208,7 @@ def _fetch_one(name, spec, final: Path, cache: Path, local_dirs: list[Path], bas
         if check.ok:
             shutil.copyfile(local, part)
             part.replace(final)
-            print(f"fetch: {name}: copied from {local} (verified)")
+            print(f"fetch: {name}: copied from {local} ({'verified' if has_checksum(spec) else 'not verified: ' + no_checksum_note(name)})")
             return {"origin": str(local), "sha256": check.sha256, "bytes": check.size}
         problems.append(f"{local}: {check.reason}")
         print(f"fetch: {name}: local copy {local} rejected ({check.reason})")
@@ -150,15 +222,15 @@ def _fetch_one(name, spec, final: Path, cache: Path, local_dirs: list[Path], bas
         check = content_check(part, spec, name)
         if check.ok:
             part.replace(final)
-            print(f"fetch: {name}: downloaded from {url} (verified)")
+            print(f"fetch: {name}: downloaded from {url} ({'verified' if has_checksum(spec) else 'not verified: ' + no_checksum_note(name)})")
             return {"origin": url, "sha256": check.sha256, "bytes": check.size}
         part.unlink()
         if attempt == 1:
             print(f"fetch: {name}: downloaded file rejected ({check.reason}); downloading again from scratch")
+    what = "unreadable" if check.reason.startswith("cannot be read") else "checksum mismatch"
     raise DawnpipeError(
-        f"{name}: checksum mismatch after downloading twice from {url}: {check.reason} "
-        f"(got sha256 {check.sha256}, md5 {check.md5}; expected sha256 {spec.get('sha256')}, md5 {spec.get('md5')}); "
-        "nothing was written to the destination"
+        f"{name}: {what} after downloading twice from {url}: {check.reason} "
+        f"({got_text(check)}; {expected_text(spec, name)}); nothing was written to the destination"
     )
 
 
@@ -176,12 +248,30 @@ def fetch(task_name: str, dest: Path, *, source: str | None = None, cache: Path 
     cache = cache or dest.parent / f".{dest.name}.partial"
     # fetch.json is the mark of a verified destination: gone until this run has verified everything
     (dest / "fetch.json").unlink(missing_ok=True)
+    if source is not None:
+        source = source_directory(source, spec_data)
     kind = spec_data.get("kind")
     if kind not in FETCHERS:
         raise DawnpipeError(f"task {task_name}: no fetcher for data kind {kind!r} (known: {', '.join(FETCHERS)})")
-    files = FETCHERS[kind](spec_data, dest, cache, source)
+    cache_existed = cache.exists()
+    try:
+        files = FETCHERS[kind](spec_data, dest, cache, source)
+    finally:
+        _remove_if_empty(cache, cache_existed)
     write_json(dest / "fetch.json", {"task": task_name, "files": files})
     return dest
+
+
+def _remove_if_empty(cache: Path, existed: bool) -> None:
+    """The partial-download directory, once nothing in it is worth resuming
+    (every local copy, or every finished download, has been moved out).
+    One that holds a partial file stays, as does one that was there before."""
+    if existed:
+        return
+    try:
+        cache.rmdir()  # only succeeds when empty
+    except OSError:
+        pass
 
 
 def fetch_listed_files(spec_data: dict, dest: Path, cache: Path, source: str | None) -> dict[str, Any]:

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from dawnpipe.data.download import download
-from dawnpipe.data.fetch import _is_url, content_check, fetch_files
+from dawnpipe.data.fetch import _is_url, content_check, expected_text, fetch_files, got_text, has_checksum, no_checksum_note
 from dawnpipe.data.shards import ImageRef, write_image_shards
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import read_json
@@ -118,12 +118,12 @@ def _download_first_label_file(names: list[str], base: str, dest: Path, cache: P
 
 
 def _link_verified_archive(archive: Path, file_spec: dict, dest: Path) -> dict:
-    if not (file_spec.get("md5") or file_spec.get("sha256")):
-        print(f"fetch: note: no checksum given for {archive.name}; its structure is checked by prepare only")
+    if not has_checksum(file_spec):
+        print(f"fetch: note: {no_checksum_note(archive.name)}; its structure is checked by prepare only")
     check = content_check(archive, file_spec)
     if not check.ok:
-        raise DawnpipeError(f"{archive}: checksum mismatch: {check.reason} (got md5 {check.md5}, sha256 {check.sha256}; "
-                            f"expected md5 {file_spec.get('md5')}, sha256 {file_spec.get('sha256')}); nothing was linked into {dest}")
+        raise DawnpipeError(f"{archive}: checksum mismatch: {check.reason} ({got_text(check)}; "
+                            f"{expected_text(file_spec, archive.name)}); nothing was linked into {dest}")
     how = _link(archive, dest / archive.name)
     print(f"fetch: {archive.name}: verified ({check.md5 or check.sha256}) and {how} from {archive}")
     st = archive.stat()
@@ -184,7 +184,7 @@ def _copy_labels(root: Path, spec: dict, dest: Path) -> tuple[str, dict]:
             file_spec = spec["files"].get(name, {})
             check = content_check(path, file_spec)
             if not check.ok:
-                raise DawnpipeError(f"{path}: checksum mismatch: {check.reason} (got sha256 {check.sha256}; expected {file_spec.get('sha256')})")
+                raise DawnpipeError(f"{path}: checksum mismatch: {check.reason} ({got_text(check)}; {expected_text(file_spec, name)})")
             parse_val_labels(path)
             shutil.copyfile(path, dest / f".{name}.tmp")
             (dest / f".{name}.tmp").replace(dest / name)
