@@ -66,9 +66,13 @@ def main(argv: list[str] | None = None) -> None:
         print(f"dawnpipe: error: unknown command {command!r} (choose from {', '.join(COMMANDS)})", file=sys.stderr)
         sys.exit(2)
     module_name, help_line = COMMANDS[command]
-    module = importlib.import_module(module_name)
     parser = argparse.ArgumentParser(prog=f"dawnpipe {command}", description=help_line)
-    module.configure(parser)
+    try:  # options may list the tasks: a malformed task file is named here, in one line
+        module = importlib.import_module(module_name)
+        module.configure(parser)
+    except DawnpipeError as e:
+        print(f"dawnpipe {command}: error: {e}", file=sys.stderr)
+        sys.exit(1)
     args = parser.parse_args(rest)  # exits 2 on usage errors
     sys.exit(run_command(command, module.run, args))
 
