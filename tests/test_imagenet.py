@@ -139,15 +139,20 @@ def test_label_file_formats(tmp_path):
         parse_val_labels(bad)
 
 
-def test_parallel_decoding_gives_the_sequential_result(sources, tmp_path):
-    """Shards of 5 items decoded by a process pool = one shard decoded in this process."""
+def test_parallel_decoding_gives_the_sequential_result(sources, tmp_path, capsys):
+    """Shards of 5 items decoded by a pool of 2 processes (prepare --workers 2) =
+    the same shards decoded in this process (--workers 1) = one shard."""
     from dawnpipe.data.imagenet import _index_train
     from dawnpipe.data.imagenet import folder_listing
     from dawnpipe.data.shards import write_image_shards
 
     record = {"form": "folder", **folder_listing(sources["folders"] / "train")}
     items, classes = _index_train(sources["folders"], "train", record)
-    many = write_image_shards(tmp_path / "many", "train", items, classes, size=48, crop_ratio=0.875, shard_items=5, order_seed=3)
+    many = write_image_shards(tmp_path / "many", "train", items, classes, size=48, crop_ratio=0.875, shard_items=5, order_seed=3, workers=2)
+    assert "into 9 shards of 48x48 with 2 processes" in capsys.readouterr().out
+    alone = write_image_shards(tmp_path / "alone", "train", items, classes, size=48, crop_ratio=0.875, shard_items=5, order_seed=3, workers=1)
+    assert "into 9 shards of 48x48 with 1 processes" in capsys.readouterr().out
+    assert alone["images"]["shards"] == many["images"]["shards"]
     one = write_image_shards(tmp_path / "one", "train", items, classes, size=48, crop_ratio=0.875, shard_items=1000, order_seed=3)
     assert len(many["images"]["shards"]) == 9 and len(one["images"]["shards"]) == 1  # 42 items
     joined = np.concatenate([np.load(tmp_path / "many" / s["file"]) for s in many["images"]["shards"]])
@@ -308,3 +313,18 @@ def test_imagenet_end_to_end_through_snakemake(sources, tmp_path):
     board = json.dumps(json.loads((work / "results" / "leaderboard.json").read_text()))
     assert "imagenet" in board and "smoke-resnet50-imagenet" in board
     assert os.path.getsize(work / "results" / "leaderboard.html") > 0
+
+
+def test_prepare_workers_option_sets_the_processes_and_not_the_result(sources, tmp_path):
+    raw = tmp_path / "raw"
+    run_cli("fetch", "imagenet", "--dest", str(raw), "--source", str(sources["folders"]), check=True)
+    outs = {}
+    for n in (1, 2):
+        outs[n] = tmp_path / f"p{n}"
+        proc = run_cli("prepare", "imagenet", "--raw", str(raw), "--out", str(outs[n]), "--workers", str(n), check=True)
+        assert "into 1 shards of 160x160 with 1 processes" in proc.stdout  # 1024 items a shard: one process is all it can use
+    m1, m2 = (json.loads((outs[n] / "manifest.json").read_text()) for n in (1, 2))
+    assert m1["splits"]["train"]["images"]["shards"] == m2["splits"]["train"]["images"]["shards"]  # same files, same sha256
+    for bad in ("0", "two"):
+        proc = run_cli("prepare", "imagenet", "--raw", str(raw), "--out", str(tmp_path / "bad"), "--workers", bad)
+        assert proc.returncode == 2 and "--workers" in proc.stderr and "Traceback" not in proc.stderr

@@ -281,8 +281,8 @@ def fetch_listed_files(spec_data: dict, dest: Path, cache: Path, source: str | N
 
 def lazy(module: str, name: str):
     """A registry value that imports its module only when called (keeps Pillow & co. out of other kinds)."""
-    def call(*args):
-        return getattr(importlib.import_module(module), name)(*args)
+    def call(*args, **kwargs):
+        return getattr(importlib.import_module(module), name)(*args, **kwargs)
     return call
 
 

@@ -237,7 +237,7 @@ def _stem(name: str) -> str:
 # ---------------------------------------------------------------- prepare
 
 
-def prepare_imagenet(task, raw: Path, out: Path) -> dict:
+def prepare_imagenet(task, raw: Path, out: Path, workers: int | None = None) -> dict:
     """PREPARERS entry: index every image, then decode them in parallel into shards."""
     spec = task.data
     fetched = read_json(raw / "fetch.json")["files"]
@@ -255,7 +255,7 @@ def prepare_imagenet(task, raw: Path, out: Path) -> dict:
         if official is not None and len(items) != official:
             print(f"prepare: note: {split} has {len(items)} items (the official set has {official})")
         splits[split] = write_image_shards(out, split, items, classes, size=size, crop_ratio=ratio,
-                                           shard_items=p["shard_items"], order_seed=p["order_seed"])
+                                           shard_items=p["shard_items"], order_seed=p["order_seed"], workers=workers)
         splits[split]["source"] = forms[split][0]
     return {"format": "npy-uint8-shards", "classes": classes, "splits": splits,
             "note": "split 'test' is the ILSVRC2012 validation set (the held-out set of the benchmark)"}

@@ -1,6 +1,7 @@
 """prepare: decode the verified raw files once into memory-mappable arrays.
 
     dawnpipe prepare fashion-mnist --raw data/raw/fashion-mnist --out data/prepared/fashion-mnist
+    dawnpipe prepare imagenet --raw data/raw/imagenet --out data/prepared/imagenet --workers 8
 
 Writes ``<split>_images.npy`` (uint8, N x H x W or N x H x W x C) and
 ``<split>_labels.npy`` (uint8 class ids) for every split, plus
@@ -63,7 +64,9 @@ def save_split(out: Path, split: str, images: np.ndarray, labels: np.ndarray, cl
     return entry
 
 
-def prepare(task_name: str, raw: Path, out: Path) -> Path:
+def prepare(task_name: str, raw: Path, out: Path, workers: int | None = None) -> Path:
+    """``workers``: processes for the kinds that decode in parallel (PARALLEL_KINDS;
+    default: every CPU this process may use). The output does not depend on it."""
     task = get_task(task_name)
     fetched = raw / "fetch.json"
     if not fetched.is_file():
@@ -76,7 +79,12 @@ def prepare(task_name: str, raw: Path, out: Path) -> Path:
     kind = task.data.get("kind")
     if kind not in PREPARERS:
         raise DawnpipeError(f"task {task_name}: no preparer for data kind {kind!r} (known: {', '.join(PREPARERS)})")
-    manifest = PREPARERS[kind](task, raw, out)
+    if kind in PARALLEL_KINDS:
+        manifest = PREPARERS[kind](task, raw, out, workers=workers)
+    else:
+        if workers is not None and workers > 1:
+            print(f"prepare: note: {task_name} ({kind}) is prepared in one process; --workers {workers} does not apply")
+        manifest = PREPARERS[kind](task, raw, out)
     write_json(out / "manifest.json", {"task": task_name, **manifest})
     return out
 
@@ -89,14 +97,30 @@ PREPARERS = {
     "cifar10-python": lazy("dawnpipe.data.cifar", "prepare_cifar10"),
     "imagenet": lazy("dawnpipe.data.imagenet", "prepare_imagenet"),
 }
+PARALLEL_KINDS = {"imagenet"}  # preparers taking workers=N (decoding processes)
+
+
+def positive_int(text: str) -> int:
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of processes, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1 process, got {value}")
+    return value
 
 
 def configure(p) -> None:
     p.add_argument("task", help="task name, e.g. fashion-mnist")
     p.add_argument("--raw", required=True, type=Path, help="directory written by 'dawnpipe fetch'")
     p.add_argument("--out", required=True, type=Path, help="directory for the arrays and manifest.json")
+    p.add_argument("--workers", type=positive_int, metavar="N",
+                   help="processes decoding images in parallel (ImageNet; default: every CPU this process may use; "
+                        "the output is the same whatever N); other tasks are prepared in one process")
 
 
 def run(args) -> int:
-    prepare(args.task, args.raw, args.out)
+    prepare(args.task, args.raw, args.out, workers=args.workers)
     return 0

@@ -87,8 +87,10 @@ def workers_available() -> int:
 
 
 def write_image_shards(out: Path, split: str, items: list[tuple[ImageRef, int]], classes: list[str], *,
-                       size: int, crop_ratio: float, shard_items: int, order_seed: int) -> dict:
-    """Decode ``items`` ((ref, class id)) into shards under ``out``; the split's manifest entry."""
+                       size: int, crop_ratio: float, shard_items: int, order_seed: int, workers: int | None = None) -> dict:
+    """Decode ``items`` ((ref, class id)) into shards under ``out``; the split's manifest entry.
+    ``workers``: decoding processes (default: every CPU this process may use); the
+    shards are the same bytes whatever the number."""
     from dawnpipe.data.prepare import save_array
 
     order = np.random.default_rng(order_seed).permutation(len(items))
@@ -97,7 +99,7 @@ def write_image_shards(out: Path, split: str, items: list[tuple[ImageRef, int]],
     labels = np.array([label for _, label in items], dtype=np.uint8 if len(classes) <= 256 else np.int16)
     chunks = [(out / f"{split}_{k:05d}.npy", refs[start:start + shard_items])
               for k, start in enumerate(range(0, len(refs), shard_items))]
-    workers = min(workers_available(), len(chunks))
+    workers = max(1, min(workers or workers_available(), len(chunks)))
     print(f"prepare: {split}: decoding {len(refs)} images into {len(chunks)} shards of {size}x{size} with {workers} processes")
     results: list[dict | None] = [None] * len(chunks)
     with progress(total=len(refs), desc=f"prepare {split}", unit="img") as bar:
