@@ -109,8 +109,9 @@ def test_sensitivity_cli_by_hand(tmp_path):
     tsv = tmp_path / "train.tsv"
     pd.DataFrame(LOG).to_csv(tsv, sep="\t", index=False)
     run_json = tmp_path / "run.json"
-    run_json.write_text(json.dumps({"entry": "e", "seed": 0, "task": "fashion-mnist", "threshold": 93.0, "demo_threshold": False,
-                                    "result": {"stopped_at_threshold": False}}))
+    info = {"entry": "e", "seed": 0, "task": "fashion-mnist", "model": "fastnet", "framework": "pytorch", "hardware": "local-cpu",
+            "threshold": 93.0, "official_threshold": 93.0, "demo_threshold": False, "result": {"stopped_at_threshold": False}}
+    run_json.write_text(json.dumps(info))
     out = tmp_path / "s.json"
     run_cli("sensitivity", "--tsv", str(tsv), "--run-json", str(run_json), "--out", str(out), "--ladder", "90", "91.5", "92", check=True)
     rec = json.loads(out.read_text())
@@ -121,6 +122,11 @@ def test_sensitivity_cli_by_hand(tmp_path):
     assert [r["threshold"] for r in json.loads(out.read_text())["rungs"]] == [90.0, 91.0, 93.0]
     bad = run_cli("sensitivity", "--tsv", str(tsv), "--run-json", str(run_json), "--out", str(out), "--ladder", "120")
     assert bad.returncode == 1 and "120" in bad.stderr and "Traceback" not in bad.stderr
+    # a run.json without a field every later stage relies on: named, with the file
+    del info["official_threshold"]
+    run_json.write_text(json.dumps(info))
+    bad = run_cli("sensitivity", "--tsv", str(tsv), "--run-json", str(run_json), "--out", str(out), "--ladder", "90")
+    assert bad.returncode == 1 and f"{run_json}: field official_threshold missing" in bad.stderr and "Traceback" not in bad.stderr
 
 
 # ------------------------------------------------------------------ utilization stage

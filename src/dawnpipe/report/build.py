@@ -25,7 +25,7 @@ from dawnpipe.fileio import read_json, write_csv, write_json, write_parquet, wri
 from dawnpipe.infer.summary import headline
 from dawnpipe.report.frameworks import framework_comparison
 from dawnpipe.report.render import render_html
-from dawnpipe.runfiles import files_under, latency_files, run_dirs
+from dawnpipe.runfiles import files_under, latency_files, read_run_info, run_dirs
 from dawnpipe.runinfo import now_iso
 from dawnpipe.tasks import get_task
 
@@ -38,7 +38,7 @@ def load_run(run_dir: Path) -> dict[str, Any]:
     latencies = sorted((load_latency(p) for p in latency_files(run_dir)), key=lambda r: r["latency_mean_ms"])
     return {
         "dir": run_dir,
-        "run": read_json(run_dir / "run.json"),
+        "run": read_run_info(run_dir / "run.json"),
         "tta": read_json(run_dir / "time_to_accuracy.json"),
         "log": pd.read_parquet(run_dir / "train.parquet"),
         "latencies": latencies,  # every inference result, one per backend (fastest first)

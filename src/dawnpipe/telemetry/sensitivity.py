@@ -21,7 +21,8 @@ from typing import Any, Sequence
 
 from dawnpipe.argtypes import add_task_options, task_option
 from dawnpipe.errors import DawnpipeError
-from dawnpipe.fileio import read_json, write_json
+from dawnpipe.fileio import write_json
+from dawnpipe.runfiles import read_run_info
 from dawnpipe.tasks import get_task
 from dawnpipe.tta import time_to_accuracy
 
@@ -53,7 +54,7 @@ def rungs(epochs: Sequence[float], hours: Sequence[float], metric: Sequence[floa
 def sensitivity(tsv: Path, run_json: Path, ladder: Sequence[float] | None = None) -> dict[str, Any]:
     from dawnpipe.logs import read_run_tsv
 
-    run = read_json(run_json)
+    run = read_run_info(run_json)
     task = get_task(run["task"])
     log = read_run_tsv(tsv, task)
     if log.empty:
@@ -84,7 +85,7 @@ def configure(p) -> None:
 
 
 def run(args) -> int:
-    ladder = args.ladder or task_option(args, "ladder_for", read_json(args.run_json)["task"])
+    ladder = args.ladder or task_option(args, "ladder_for", read_run_info(args.run_json)["task"])
     record = sensitivity(args.tsv, args.run_json, ladder)
     write_json(args.out, record)
     parts = [f"{r['threshold']:g}: " + (f"{r['hours'] * 3600:.1f} s (epoch {r['epoch']:g})" if r["status"] == REACHED else r["status"])
