@@ -43,7 +43,8 @@ measured and written (failures are in stderr and ``backends_failed``); 1
 when every backend failed (nothing written, each failure named); 2 for
 usage errors, and 1 for bad input found before any backend runs (run.json,
 data, prices, backends that do not exist or do not read the run's
-checkpoints). With one ``--backend``, its failure is thus exit 1.
+checkpoints). With one backend, its failure is thus exit 1, and the one
+line is the job's error (``dawnpipe infer: error: ... every backend failed (B: REASON)``).
 """
 
 from __future__ import annotations
@@ -127,7 +128,7 @@ def run(args) -> int:
         try:
             record, per_item = measure(get_backend(name, kind.name), args, run_info, task, kind, inference, usd_per_hour, samples)
         except Exception as e:  # this backend's failure, not the job's: the others are still measured
-            failed.append(backend_failure(name, e))
+            failed.append(backend_failure(name, e, announce=len(chosen) > 1))  # alone: the job's error line names it
             if args.out_dir is not None:  # no stale result of an earlier job left standing for this backend
                 for stale in (path, items_path, telemetry_path(path)):
                     stale.unlink(missing_ok=True)
@@ -149,7 +150,7 @@ def run(args) -> int:
     return 0
 
 
-def backend_failure(name: str, error: Exception) -> dict[str, str]:
+def backend_failure(name: str, error: Exception, announce: bool = True) -> dict[str, str]:
     """Name one backend's failure on stderr in one line (an unexpected
     exception's traceback goes to a crash file, named) and return its record."""
     reason = str(error) or type(error).__name__
@@ -158,7 +159,8 @@ def backend_failure(name: str, error: Exception) -> dict[str, str]:
 
         reason = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
         reason += f" (traceback in {crash_report('infer')})"
-    print(f"infer: backend {name} failed: {reason}", file=sys.stderr, flush=True)
+    if announce:
+        print(f"infer: backend {name} failed: {reason}", file=sys.stderr, flush=True)
     return {"backend": name, "error": type(error).__name__, "reason": reason}
 
 
