@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +20,8 @@ import pytest
 from conftest import run_cli
 from dawnpipe.schemas.results import RunLog, validate
 from dawnpipe.train.interruptions import EpochJournal, StopRequest
-from tiny_training import prepare_fashion_mnist, read_log, start_training, train_args, write_entry
+from tiny_training import (TINY_ENTRY, assert_evaluation_off_the_clock, prepare_fashion_mnist, read_log, run_with_slow_evaluation,
+                           signal_mid_epoch, start_training, train_args, write_entry)
 
 
 # ---------------------------------------------------------------- fast: the bookkeeping alone
@@ -85,43 +85,6 @@ def tiny(tmp_path_factory, fashion_mnist_source):
             "root": root}
 
 
-def _wait_for(predicate, proc, what: str, timeout: float = 300.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = predicate()
-        if found:
-            return found
-        if proc.poll() is not None:
-            out, err = proc.communicate()
-            raise AssertionError(f"training ended ({proc.returncode}) before {what}:\n{out}\n{err}")
-        time.sleep(0.01)
-    proc.kill()
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def _marker(work: Path, epoch: int):
-    """The epoch marker while `epoch` is in its training loop (None otherwise)."""
-    try:
-        doc = json.loads((work / "epoch.json").read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
-    return doc if doc["epoch"] == epoch and doc["trained_seconds"] is None else None
-
-
-def _signal_mid_epoch(proc, work: Path, epoch: int, sig: signal.Signals) -> None:
-    """Deliver ``sig`` while ``epoch`` trains, whatever the machine's speed: the
-    process is frozen (SIGSTOP) as soon as the epoch starts, checked to be
-    still in its training loop, signalled, and let go."""
-    _wait_for(lambda: _marker(work, epoch), proc, f"epoch {epoch} to start")
-    proc.send_signal(signal.SIGSTOP)
-    try:
-        assert _marker(work, epoch), f"epoch {epoch} finished its training loop before the process could be stopped"
-        proc.send_signal(sig)
-    finally:
-        if sig != signal.SIGKILL:
-            proc.send_signal(signal.SIGCONT)
-
-
 @pytest.mark.slow
 def test_sigterm_then_sigkill_mid_epoch_resume_to_the_uninterrupted_log(tiny, tmp_path):
     ref = tmp_path / "uninterrupted"
@@ -133,7 +96,7 @@ def test_sigterm_then_sigkill_mid_epoch_resume_to_the_uninterrupted_log(tiny, tm
 
     # 1. SIGTERM while epoch 2 trains: the process stops at the next step and says what it lost
     proc = start_training(args)
-    _signal_mid_epoch(proc, work, 2, signal.SIGTERM)
+    signal_mid_epoch(proc, work, 2, signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 1, err
     assert "stopped by SIGTERM in epoch 2" in err
@@ -143,7 +106,7 @@ def test_sigterm_then_sigkill_mid_epoch_resume_to_the_uninterrupted_log(tiny, tm
 
     # 2. SIGKILL (no warning) while epoch 3 trains: estimated on the next start from its marker
     proc = start_training(args)
-    _signal_mid_epoch(proc, work, 3, signal.SIGKILL)
+    signal_mid_epoch(proc, work, 3, signal.SIGKILL)
     proc.wait(timeout=60)
 
     # 3. the third start finishes the run
@@ -179,10 +142,40 @@ def test_no_resume_starts_over_and_forgets_interruptions(tiny, tmp_path):
     out = tmp_path / "run"
     args = train_args(tiny["entry"], tiny["data"], out, extra=("--no-resume",))
     proc = start_training(args)
-    _signal_mid_epoch(proc, out / "work", 2, signal.SIGTERM)
+    signal_mid_epoch(proc, out / "work", 2, signal.SIGTERM)
     proc.communicate(timeout=120)
     assert (out / "work" / "interruptions.json").exists()
     done = run_cli(*args, check=True)
     assert "resuming" not in done.stdout
     result = json.loads((out / "run.json").read_text())["result"]
     assert result["interruptions"] == [] and result["lost_training_seconds"] == 0 and result["resumed_from_epoch"] is None
+
+
+@pytest.mark.slow
+def test_evaluation_stays_off_the_training_clock(tiny, tmp_path):
+    """Evaluation slowed by 6 s per epoch: the training clock does not move, the wall clock does."""
+    entry = write_entry(tiny["root"] / "entries" / "two.yaml", hyperparameters={**TINY_ENTRY["hyperparameters"], "epochs": 2})
+    out = tmp_path / "slow-eval"
+    run_with_slow_evaluation("dawnpipe.train.torch_trainer", 6.0, train_args(entry, tiny["data"], out))
+    _, log = read_log(out)
+    assert_evaluation_off_the_clock(log, 6.0)
+
+
+@pytest.mark.slow
+def test_a_run_that_dies_before_run_json_completes_when_retried(tiny, tmp_path):
+    """The threshold checkpoint is copied out of the work directory, not moved:
+    a job that fails after publishing it but before run.json (here: run.json's
+    path is a directory) completes when retried instead of failing for ever."""
+    entry = write_entry(tiny["root"] / "entries" / "one.yaml", hyperparameters={**TINY_ENTRY["hyperparameters"], "epochs": 1})
+    out = tmp_path / "run"
+    (out / "run.json").mkdir(parents=True)
+    args = train_args(entry, tiny["data"], out, extra=("--threshold", "1"))
+    failed = run_cli(*args)
+    assert failed.returncode != 0 and "Traceback" not in failed.stderr
+    assert f"{out / 'run.json'}" in failed.stderr
+    assert (out / "model.pt").is_file() and (out / "work" / "threshold.pt").is_file()
+    (out / "run.json").rmdir()
+    done = run_cli(*args, check=True)
+    assert "resuming after epoch 1" in done.stdout
+    assert json.loads((out / "run.json").read_text())["result"]["threshold_epoch"] == 1
+    assert not (out / "work").exists()

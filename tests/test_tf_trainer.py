@@ -21,6 +21,7 @@ from conftest import ROOT, run_cli, tool_env
 from dawnpipe.logs import read_run_tsv
 from dawnpipe.schemas.results import RunLog, log_model, validate
 from dawnpipe.tasks import get_task
+from tiny_training import assert_evaluation_off_the_clock, run_with_slow_evaluation, signal_mid_epoch, start_training
 
 pytestmark = pytest.mark.slow
 
@@ -224,6 +225,39 @@ def test_interrupted_tf_run_resumes_to_the_same_log(tf_run, work):
     assert json.loads((out / "run.json").read_text())["result"]["resumed_from_epoch"] == 1
 
 
+def test_sigterm_mid_epoch_tf_run_resumes_counting_the_lost_time(tf_run, work):
+    """SIGTERM while epoch 2 trains: the TensorFlow trainer stops at the next
+    step, says what it lost, and the restarted run logs what an uninterrupted
+    run logs, with the lost time in its training hours (as the PyTorch trainers)."""
+    out = work / "sigterm"
+    args = train_args(work / "tiny-tf.yaml", out, "--threshold", "10")
+    proc = start_training(args)
+    signal_mid_epoch(proc, out / ".work", 2, signal.SIGTERM)
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 1 and "Traceback" not in err, err[-3000:]
+    assert "stopped by SIGTERM in epoch 2" in err
+    done = run_cli(*args, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "resuming after epoch 1" in done.stdout and "counting" in done.stdout
+    ref, log = pd.read_parquet(tf_run[0] / "train.parquet"), pd.read_parquet(out / "train.parquet")
+    for column in ("epoch", "top1Accuracy", "train_loss", "eval_loss", "lr"):
+        assert ref[column].tolist() == log[column].tolist(), column
+    result = json.loads((out / "run.json").read_text())["result"]
+    [record] = result["interruptions"]
+    assert record["epoch"] == 2 and record["how"] == "signal SIGTERM" and record["lost_seconds"] > 0
+    assert log["lost_seconds"].tolist() == pytest.approx([0.0, record["lost_seconds"]])
+    assert (log["hours"] * 3600).tolist() == pytest.approx((log["epoch_train_seconds"] + log["lost_seconds"]).cumsum().tolist(), rel=1e-6)
+    assert result["lost_training_seconds"] == pytest.approx(record["lost_seconds"])
+
+
+def test_tf_evaluation_stays_off_the_training_clock(work):
+    """Evaluation slowed by 15 s per epoch (more than an epoch of training
+    here, graph tracing included): the training clock does not move."""
+    out = work / "slow-eval"
+    run_with_slow_evaluation("dawnpipe.train.tf_trainer", 15.0, train_args(work / "tiny-tf.yaml", out))
+    assert_evaluation_off_the_clock(pd.read_parquet(out / "train.parquet"), 15.0)
+
+
 def test_pytorch_jobs_do_not_load_tensorflow(work):
     out = work / "torch"
     proc, loaded = probe("envs/train-torch.yaml", *train_args(ROOT / "config/entries/fastnet.yaml", out, "--threshold", "1", "--stop-at-threshold"))
@@ -237,7 +271,8 @@ def test_pytorch_jobs_do_not_load_tensorflow(work):
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"model": "fastnet"}, "entry bad: model 'fastnet'.*unknown Keras model"),
+    ({"model": "fastnet"}, "bad.yaml: model 'fastnet'.*unknown Keras model"),
+    ({"model_args": {"widht": 2}}, "bad.yaml: model 'resnet20' with model_args {'widht': 2}: .*widht"),
     ({"hyperparameters": {**TINY_RECIPE["hyperparameters"], "precision": "fp16"}}, "precision fp16 needs a CUDA device"),
     ({"distributed": {"nodes": 1, "processes_per_node": 2}}, "bad.yaml: distributed: data-parallel training is implemented for the PyTorch image trainer only"),
 ])

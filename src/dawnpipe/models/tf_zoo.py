@@ -25,6 +25,7 @@ What "the same" takes in Keras, and why:
 
 from __future__ import annotations
 
+import inspect
 import math
 
 import keras
@@ -94,11 +95,26 @@ def cifar_resnet(depth: int = 20, block: str = "basic", width: int = 16, *, inpu
 
 def build_model(name: str, *, input_shape: tuple[int, int, int], num_classes: int, **kwargs) -> keras.Model:
     """The Keras twin of ``torch_zoo.build_model`` (input_shape is H, W, C)."""
-    if name.startswith("resnet") and name[6:].isdigit():
-        depth = int(name[6:])
-        kwargs.setdefault("block", "bottleneck" if depth == 164 else "basic")
-        return cifar_resnet(depth, input_shape=tuple(input_shape), num_classes=num_classes, **kwargs)
-    raise ValueError(f"unknown Keras model {name!r} (known: resnet20/32/44/56/110 basic, resnet164 bottleneck)")
+    depth, kwargs = model_spec(name, **kwargs)
+    return cifar_resnet(depth, input_shape=tuple(input_shape), num_classes=num_classes, **kwargs)
+
+
+def model_spec(name: str, **kwargs) -> tuple[int, dict]:
+    """(depth, keyword arguments of ``cifar_resnet``) for a model name and its
+    model_args, checked without building anything (building would start
+    TensorFlow's runtime, whose threads can be set only before it starts):
+    ValueError for an unknown name, block or depth, TypeError for an unknown key."""
+    if not (name.startswith("resnet") and name[6:].isdigit()):
+        raise ValueError(f"unknown Keras model {name!r} (known: resnet20/32/44/56/110 basic, resnet164 bottleneck)")
+    depth = int(name[6:])
+    kwargs.setdefault("block", "bottleneck" if depth == 164 else "basic")
+    inspect.signature(cifar_resnet).bind(depth, input_shape=(32, 32, 3), **kwargs)  # TypeError names an unexpected key
+    per_block = {"basic": 2, "bottleneck": 3}.get(kwargs["block"])
+    if per_block is None:
+        raise ValueError(f"block {kwargs['block']!r}: known blocks are basic and bottleneck")
+    if (depth - 2) % (3 * per_block):
+        raise ValueError(f"a {kwargs['block']} CIFAR ResNet needs depth = {3 * per_block}n + 2, not {depth}")
+    return depth, kwargs
 
 
 def parameter_counts(model: keras.Model) -> dict[str, int]:

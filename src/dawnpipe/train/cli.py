@@ -31,7 +31,9 @@ from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import read_json, write_json
 from dawnpipe.runinfo import base_environment, now_iso
 from dawnpipe.tasks import get_task
+from dawnpipe.train import EntryError
 from dawnpipe.train.distributed import SINGLE, Layout, hardware_tag, rank_from_env, run_launcher
+from dawnpipe.train.outputs import Outputs
 
 
 def configure(p) -> None:
@@ -55,15 +57,25 @@ def configure(p) -> None:
 
 
 def trainer_for(entry: dict):
-    """(Outputs, train) of the module that trains ``entry``; imported only when used,
-    so PyTorch jobs never import TensorFlow and the reverse."""
+    """The module that trains ``entry`` (``check_entry``, ``train``); imported
+    only when used, so PyTorch jobs never import TensorFlow and the reverse."""
     if get_task(entry["task"]).data.get("kind") == "squad":  # question answering, not images
-        from dawnpipe.train.squad_trainer import Outputs, train
+        from dawnpipe.train import squad_trainer as trainer
     elif entry["framework"] == "tensorflow":
-        from dawnpipe.train.tf_trainer import Outputs, train
+        from dawnpipe.train import tf_trainer as trainer
     else:
-        from dawnpipe.train.torch_trainer import Outputs, train
-    return Outputs, train
+        from dawnpipe.train import torch_trainer as trainer
+    return trainer
+
+
+def check_entry(trainer, entry_file: Path, entry: dict) -> None:
+    """The trainer's checks of the entry, before any data is read or process
+    started: a wrong model or model_args is named with the entry's file, not
+    found after minutes of loading data."""
+    try:
+        trainer.check_entry(entry)
+    except EntryError as e:
+        raise DawnpipeError(f"{entry_file}: {e}") from None
 
 
 def settings_from_args(args) -> dict:
@@ -81,20 +93,23 @@ def run(args) -> int:
     settings = settings_from_args(args)
     entry = settings["entry"]
     layout = Layout.of(entry)
+    trainer = trainer_for(entry)
     rank = SINGLE
     if layout.world_size > 1:
         if entry["framework"] != "pytorch" or get_task(entry["task"]).data.get("kind") == "squad":
             raise DawnpipeError(f"{args.entry}: distributed: data-parallel training is implemented for the PyTorch image trainer only; "
                                 "a TensorFlow or SQuAD entry runs in one process (distributed: {nodes: 1, processes_per_node: 1})")
         rank = rank_from_env(os.environ, layout.world_size)
-        if rank is None:  # not one of the ranks yet: start them, and let them write everything
-            return run_launcher(layout, command_line(args), args.threads)
+    if rank is None or rank.is_main:  # once: in the launcher, or in the process that trains alone
+        check_entry(trainer, args.entry, entry)
+    if rank is None:  # not one of the ranks yet: start them, and let them write everything
+        return run_launcher(layout, command_line(args), args.threads)
     data = prepared_dir(args.data, entry["task"])
     work_dir = args.work_dir or args.run_json.parent / ".work"
     work_dir.mkdir(parents=True, exist_ok=True)
     started = now_iso()
-    Outputs, train = trainer_for(entry)
     outputs = Outputs(args.tsv, args.log_parquet, args.checkpoint, args.run_json, work_dir)
+    train = trainer.train
     extra = {"rank": rank} if rank.distributed else {}  # only the PyTorch trainer knows ranks
     if not rank.is_main:  # rank 0 samples the node's telemetry and writes every output
         train(settings, data, outputs, threads=args.threads, resume=not args.no_resume, **extra)

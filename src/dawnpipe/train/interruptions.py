@@ -20,7 +20,9 @@ How the lost time is known:
   (``how: killed after training``), or up to its last heartbeat, a few
   seconds short (``how: killed, estimated from heartbeat``).
 
-No torch here: any framework's trainer can use it.
+No torch here: every trainer (PyTorch images, SQuAD, TensorFlow) drives its
+epoch loop through one ``EpochGuard``, so all of them stop, record and count
+alike.
 """
 
 from __future__ import annotations
@@ -175,3 +177,79 @@ class EpochJournal:
             return None
         except DawnpipeError:  # a marker cut short by a crash mid-write cannot happen (atomic writes), but never fatal
             return None
+
+
+class EpochGuard:
+    """A trainer's side of interruptions around its epoch loop, the same in
+    every framework. The trainer calls, in order: ``lost_before`` once after
+    restoring its last state, then per epoch ``stop_before``, ``begin``,
+    ``heartbeat`` every step and ``stop_within`` when a stop is due mid-epoch,
+    ``trained`` when its training loop ends, ``lost_in`` for its log row and
+    ``saved`` once its state is on disk; ``summary`` goes into run.json.
+
+    Only the process that writes (rank 0) keeps the journal; on other ranks
+    the bookkeeping does nothing, but stops raise alike. Whether a stop is
+    due is the caller's to say (``requested``): data-parallel ranks must agree
+    on it, which only the trainer can arrange.
+    """
+
+    def __init__(self, stop: StopRequest, work_dir: Path, settings_hash: str, *, resume: bool, keeps_journal: bool = True):
+        self.stop = stop
+        self.work_dir = Path(work_dir)
+        self.journal = EpochJournal(work_dir, settings_hash) if keeps_journal else None
+        if self.journal is not None and not resume:
+            self.journal.reset()
+
+    @property
+    def _who(self) -> str:
+        return f"stopped by {self.stop.signal_name or 'a signal to another process'}"
+
+    def lost_before(self, next_epoch: int) -> float:
+        """Seconds of ``next_epoch``'s training that earlier attempts lost
+        (a kill found from its marker, or stops on a signal), to be added to the
+        training clock and the wall clock; says what it finds."""
+        if self.journal is None:
+            return 0.0
+        if (found := self.journal.recover(next_epoch)) is not None:
+            print(f"train: an earlier attempt died in epoch {found['epoch']} ({found['how']}): {found['lost_seconds']:.1f}s of training lost")
+        pending = self.journal.lost_in(next_epoch)
+        if pending:
+            print(f"train: counting {pending:.1f}s of training lost to interruptions of epoch {next_epoch} in the training time")
+        return pending
+
+    def stop_before(self, epoch: int, requested: bool) -> None:
+        """Between epochs: raise Interrupted (nothing lost) if a stop is due before ``epoch`` (1-based) starts."""
+        if requested:
+            raise Interrupted(f"{self._who} before epoch {epoch}; nothing lost, the state after epoch {epoch - 1} is in {self.work_dir}")
+
+    def begin(self, epoch: int, clock_seconds: float) -> None:
+        if self.journal is not None:
+            self.journal.begin(epoch, clock_seconds)
+
+    def heartbeat(self) -> None:
+        if self.journal is not None:
+            self.journal.heartbeat()
+
+    def stop_within(self, epoch: int, lost_seconds: float) -> None:
+        """Mid-epoch, the clock stopped: record what the unfinished ``epoch`` lost and raise Interrupted."""
+        if self.journal is not None:
+            self.journal.interrupted(epoch, lost_seconds, self.stop.signal_name or "another process's signal")
+        raise Interrupted(f"{self._who} in epoch {epoch} after {lost_seconds:.1f}s of its training; the state after epoch "
+                          f"{epoch - 1} is in {self.work_dir}. Rerun to resume: the lost time will count in the training time")
+
+    def trained(self, epoch: int, seconds: float) -> None:
+        if self.journal is not None:
+            self.journal.trained(epoch, seconds)
+
+    def saved(self, epoch: int) -> None:
+        if self.journal is not None:
+            self.journal.saved(epoch)
+
+    def lost_in(self, epoch: int) -> float:
+        """The log's ``lost_seconds`` of ``epoch``: training time earlier attempts lost in it."""
+        return self.journal.lost_in(epoch) if self.journal is not None else 0.0
+
+    def summary(self) -> dict[str, Any]:
+        """run.json's ``result.lost_training_seconds`` and ``result.interruptions``."""
+        records = self.journal.records if self.journal is not None else []
+        return {"lost_training_seconds": sum(r["lost_seconds"] for r in records), "interruptions": records}

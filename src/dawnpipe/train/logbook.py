@@ -23,15 +23,19 @@ PARQUET_COLUMNS = [
     "epoch_train_seconds", "lost_seconds", "lr", "items_per_second",
 ]
 # lost_seconds: training time of this epoch lost to interruptions of earlier
-# attempts (dawnpipe.train.interruptions), included in `hours`; empty when
-# the trainer does not track it.
+# attempts (dawnpipe.train.interruptions), included in `hours`; every trainer
+# tracks it (0 when nothing was lost).
 
 
 class Logbook:
-    def __init__(self, metric_columns: tuple[str, ...], threshold_column: str, threshold: float, rows: list[dict] | None = None):
+    def __init__(self, metric_columns: tuple[str, ...], threshold_column: str, threshold: float, rows: list[dict] | None = None,
+                 *, demo: bool = False):
+        """``demo``: the threshold is a demo config's, not the task's official
+        one; every line that names it says so."""
         self.metric_columns = tuple(metric_columns)
         self.threshold_column = threshold_column
         self.threshold = threshold
+        self.demo = demo
         self.rows: list[dict[str, Any]] = list(rows or [])
 
     @property
@@ -48,13 +52,17 @@ class Logbook:
         return first
 
     def epoch_row(self, epoch: int, clock_seconds: float, metrics: dict[str, float], *, train_loss: float, eval_loss: float,
-                  eval_seconds: float, epoch_seconds: float, lr: float, items: int,
-                  lost_seconds: float | None = None) -> dict[str, Any]:
-        """One epoch's row (wall_hours and checkpoint_seconds are filled in once known).
-        ``lost_seconds``: None where the trainer does not track interruptions."""
+                  eval_seconds: float, wall_seconds: float, epoch_seconds: float, lr: float, items: int,
+                  lost_seconds: float) -> dict[str, Any]:
+        """One epoch's row (checkpoint_seconds is filled in once known).
+
+        ``wall_seconds``: the wall clock when the epoch's evaluation ended, read
+        before anything is saved. Readers rely on it: the epoch's training
+        ended ``eval_seconds`` earlier (telemetry.energy.training_spans), and
+        the wall time to accuracy ends with the evaluation that found it."""
         return {
             "epoch": epoch, "hours": clock_seconds / 3600.0, **metrics,
-            "wall_hours": None, "train_loss": train_loss, "eval_loss": eval_loss, "eval_seconds": eval_seconds,
+            "wall_hours": wall_seconds / 3600.0, "train_loss": train_loss, "eval_loss": eval_loss, "eval_seconds": eval_seconds,
             "checkpoint_seconds": 0.0, "epoch_train_seconds": epoch_seconds, "lost_seconds": lost_seconds, "lr": lr,
             "items_per_second": items / epoch_seconds if epoch_seconds > 0 else float("nan"),
         }
@@ -70,7 +78,10 @@ class Logbook:
     def not_converged_message(self, format_metric=lambda v: f"{v:.2f}") -> str:
         best = max(r[self.threshold_column] for r in self.rows)
         return (f"train: did not converge: best {self.threshold_column} {format_metric(best)} "
-                f"< threshold {format_metric(self.threshold)} after {self.rows[-1]['epoch']} epochs")
+                f"< {self._threshold_label()} {format_metric(self.threshold)} after {self.rows[-1]['epoch']} epochs")
+
+    def _threshold_label(self) -> str:
+        return "demo threshold" if self.demo else "threshold"
 
     def summary(self, *, clock_seconds: float, wall_seconds: float, stopped_early: bool, resumed_from: int | None) -> dict[str, Any]:
         """The framework-independent part of the summary a trainer returns to train.cli (run.json's result)."""
@@ -110,7 +121,7 @@ class Logbook:
             f"{row['items_per_second']:.0f} items/s  lr {row['lr']:.4g}  eval {row['eval_seconds']:.1f}s"
         )
         if first_reached:
-            line += f"  <- threshold {self.threshold:g} reached"
+            line += f"  <- {self._threshold_label()} {self.threshold:g} reached"
         return line
 
 

@@ -36,15 +36,17 @@ import torch.nn.functional as F
 from dawnpipe.data.squad import SquadSplit, load_squad, load_vocab
 from dawnpipe.entries import config_hash
 from dawnpipe.errors import DawnpipeError
-from dawnpipe.fileio import move_into_place
 from dawnpipe.models.squad_reader import best_spans, build_reader
 from dawnpipe.squad.evaluate import score_answer
 from dawnpipe.squad.text import TOKENIZER, kept_size, pad_batch
 from dawnpipe.tasks import get_task
 from dawnpipe.telemetry import mark_training_clock
+from dawnpipe.train import EntryError
+from dawnpipe.train.interruptions import EpochGuard, StopRequest
 from dawnpipe.train.logbook import Logbook
+from dawnpipe.train.outputs import Outputs, publish_checkpoint  # noqa: F401 (Outputs: the trainer contract train.cli uses)
 from dawnpipe.train.schedule import lr_at
-from dawnpipe.train.torch_trainer import (Outputs, TrainingClock, autocast, build_optimizer, pick_device,  # noqa: F401 (Outputs: trainer contract)
+from dawnpipe.train.torch_trainer import (TrainingClock, autocast, build_optimizer, pick_device,
                                           restore_state, save_checkpoint, seed_everything, threshold_checkpoint,
                                           training_state)
 
@@ -69,19 +71,35 @@ def reader_settings(entry: dict[str, Any]) -> tuple[dict[str, Any], dict[str, An
     return reader, args
 
 
+def check_entry(entry: dict[str, Any]) -> None:
+    """What can be checked before any data is read (train.cli calls it): the
+    recipe, the reader built on the meta device (which allocates nothing; the
+    vocabulary sizes are placeholders until the data is read) and the
+    pretrained embeddings file."""
+    check_recipe(entry)
+    reader, net_args = reader_settings(entry)
+    with torch.device("meta"):
+        try:
+            build_reader(entry["model"], 100, 50, **net_args)
+        except DawnpipeError as e:  # an unknown model, a bad model_args key
+            raise EntryError(str(e)) from None
+    if reader["pretrained_embeddings"] and not Path(reader["pretrained_embeddings"]).is_file():
+        raise EntryError(f"model_args.pretrained_embeddings: {reader['pretrained_embeddings']}: no such file")
+
+
 def check_recipe(entry: dict[str, Any]) -> None:
     """Refuse what this trainer does not do rather than silently ignoring it."""
-    hp, where = entry["hyperparameters"], f"entry {entry['id']}"
+    hp = entry["hyperparameters"]
     if entry["framework"] != "pytorch":
-        raise DawnpipeError(f"{where}: framework {entry['framework']}: the SQuAD reader is implemented in PyTorch only")
+        raise EntryError(f"framework {entry['framework']}: the SQuAD reader is implemented in PyTorch only")
     image_only = [k for k, on in (("augment.crop_padding", hp["augment"]["crop_padding"]), ("augment.flip", hp["augment"]["flip"]),
                                   ("tta_flip", hp["tta_flip"]), ("channels_last", hp["channels_last"]),
                                   ("label_smoothing", hp["label_smoothing"])) if on]
     if image_only:
-        raise DawnpipeError(f"{where}: hyperparameters {', '.join(image_only)} apply to images, not to a SQuAD reader; remove them")
+        raise EntryError(f"hyperparameters {', '.join(image_only)} apply to images, not to a SQuAD reader; remove them")
     dist = entry["distributed"]
     if dist["nodes"] * dist["processes_per_node"] != 1:
-        raise DawnpipeError(f"{where}: distributed training is not implemented for the SQuAD reader (nodes x processes_per_node must be 1)")
+        raise EntryError("distributed: data-parallel training is not implemented for the SQuAD reader (nodes x processes_per_node must be 1)")
 
 
 def batch_order(lengths: np.ndarray, batch_size: int, gen: torch.Generator) -> list[np.ndarray]:
@@ -171,6 +189,13 @@ def load_pretrained(path: str, words: tuple[str, ...], embedding: torch.nn.Embed
 
 
 def train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: int | None = None, resume: bool = True) -> dict[str, Any]:
+    """Train one reader with one seed; the summary for run.json. SIGTERM or
+    SIGUSR1 stops it at the next step (dawnpipe.train.interruptions)."""
+    with StopRequest().active() as stop:
+        return _train(settings, data_dir, out, threads=threads, resume=resume, stop=stop)
+
+
+def _train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: int | None, resume: bool, stop: StopRequest) -> dict[str, Any]:
     entry, hp = settings["entry"], settings["entry"]["hyperparameters"]
     task = get_task(entry["task"])
     check_recipe(entry)
@@ -201,8 +226,9 @@ def train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: in
         model.embedding.weight.requires_grad_(False)
     optimizer = build_optimizer(torch.nn.ParameterList(p for p in model.parameters() if p.requires_grad), hp)
     scaler = torch.amp.GradScaler("cuda", enabled=(device.type == "cuda" and hp["precision"] == "fp16"))
-    logbook = SquadLogbook(task.log_columns, task.metric_column, settings["threshold"])
+    logbook = SquadLogbook(task.log_columns, task.metric_column, settings["threshold"], demo=settings["demo_threshold"])
     clock = TrainingClock(device)
+    guard = EpochGuard(stop, out.work_dir, settings_hash, resume=resume)
     wall_offset, start_epoch, resumed_from = 0.0, 0, None
 
     last_path = out.work_dir / "last.pt"
@@ -213,6 +239,10 @@ def train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: in
         if restored is not None:
             wall_offset, start_epoch = restored
             resumed_from = start_epoch
+    # spent, and paid for: counted in the training clock (and the wall clock, which never runs behind it)
+    pending = guard.lost_before(start_epoch + 1)
+    clock.elapsed += pending
+    wall_offset += pending
 
     batch = hp["batch_size"]
     steps = -(-trainable.size // batch)
@@ -235,12 +265,18 @@ def train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: in
         if logbook.reached_row is not None and settings["stop_at_threshold"]:  # resumed after reaching it
             stopped_early = True
             break
+        guard.stop_before(epoch + 1, stop.requested)
         model.train()
         epoch_clock_before = clock.elapsed
+        guard.begin(epoch + 1, clock.elapsed)
+        interrupted = False
         with clock.running():
             loss_sum = torch.zeros((), device=device)
             seen = 0
             for step, rows in enumerate(batch_order(lengths, batch, gen)):
+                if stop.requested:
+                    interrupted = True
+                    break
                 t = to_device(pad_batch([train_split.example(int(i), n_words, n_chars) for i in trainable[rows]]), device)
                 lr = lr_at(epoch + step / steps, hp["lr"], hp["schedule"], hp["epochs"])
                 for group in optimizer.param_groups:
@@ -254,29 +290,31 @@ def train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: in
                 scaler.update()
                 loss_sum += loss.detach().float() * len(rows)
                 seen += len(rows)
-            train_loss = float(loss_sum) / seen
+                guard.heartbeat()
+        if interrupted:
+            guard.stop_within(epoch + 1, clock.elapsed - epoch_clock_before)
+        train_loss = float(loss_sum) / seen
         epoch_seconds = clock.elapsed - epoch_clock_before
+        guard.trained(epoch + 1, epoch_seconds)
         if not np.isfinite(train_loss):
             raise DawnpipeError(f"{entry['id']} seed {settings['seed']}: training loss became {train_loss} in epoch {epoch + 1}; the recipe diverged")
 
         t_eval = time.perf_counter()
         metrics, eval_loss = evaluate(model, dev_split, sizes, device, hp, reader["max_answer_tokens"])
-        eval_seconds = time.perf_counter() - t_eval
+        t_evaluated = time.perf_counter()
 
-        row = {
-            "epoch": epoch + 1, "hours": clock.elapsed / 3600.0, **metrics,
-            "wall_hours": None, "train_loss": train_loss, "eval_loss": eval_loss, "eval_seconds": eval_seconds,
-            "checkpoint_seconds": 0.0, "epoch_train_seconds": epoch_seconds, "lr": lr,
-            "items_per_second": seen / epoch_seconds if epoch_seconds > 0 else float("nan"),
-        }
+        # metrics hold exact_match beside f1Score: SquadLogbook.frame keeps it in the Parquet log
+        row = logbook.epoch_row(epoch + 1, clock.elapsed, metrics, train_loss=train_loss, eval_loss=eval_loss,
+                                eval_seconds=t_evaluated - t_eval, wall_seconds=t_evaluated - wall_start,
+                                epoch_seconds=epoch_seconds, lr=lr, items=seen, lost_seconds=guard.lost_in(epoch + 1))
         t_ckpt = time.perf_counter()
         first_reached = logbook.add(row)
         if first_reached:
             save_checkpoint(work_threshold, threshold_checkpoint(checkpoint_meta, model, row, task.metric_column, True))
-        row["wall_hours"] = (time.perf_counter() - wall_start) / 3600.0
         logbook.write(out.work_dir / "train.tsv", out.work_dir / "train.parquet")
-        save_checkpoint(last_path, training_state(settings_hash, epoch + 1, time.perf_counter() - wall_start, model=model,
+        save_checkpoint(last_path, training_state(settings_hash, epoch + 1, time.perf_counter() - wall_start, hp=hp, model=model,
                                                   optimizer=optimizer, scaler=scaler, gen=gen, logbook=logbook, clock=clock))
+        guard.saved(epoch + 1)
         row["checkpoint_seconds"] = time.perf_counter() - t_ckpt
         print(logbook.progress_line(row, hp["epochs"], first_reached) + f"  (exact match {row['exact_match']:.4f}, F1 {task.format_metric(row['f1Score'])})", flush=True)
         if logbook.stops_early(first_reached, epoch + 1, hp["epochs"], settings["stop_at_threshold"]):
@@ -287,12 +325,13 @@ def train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: in
         save_checkpoint(work_threshold, threshold_checkpoint(checkpoint_meta, model, logbook.rows[-1], task.metric_column, False))
         print(logbook.not_converged_message(task.format_metric))
     logbook.write(out.tsv, out.parquet)
-    move_into_place(work_threshold, out.checkpoint)
+    publish_checkpoint(work_threshold, out.checkpoint)
     from dawnpipe.runinfo import torch_environment
 
     return {
         **logbook.summary(clock_seconds=clock.elapsed, wall_seconds=time.perf_counter() - wall_start,
                           stopped_early=stopped_early, resumed_from=resumed_from),
+        **guard.summary(),
         "best_exact_match": max(r["exact_match"] for r in logbook.rows),
         "train_items": int(trainable.size), "test_items": len(dev_split),
         "vocabulary": {"words": n_words, "chars": n_chars}, "pretrained_embeddings": pretrained,

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import contextlib
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,22 +44,16 @@ from dawnpipe import tf_runtime
 from dawnpipe.data.loader import ShardedArray, Split, load_split
 from dawnpipe.entries import config_hash
 from dawnpipe.errors import DawnpipeError
-from dawnpipe.fileio import move_into_place
 from dawnpipe.tasks import get_task
 from dawnpipe.telemetry import mark_training_clock
+from dawnpipe.train import EntryError
+from dawnpipe.train.interruptions import EpochGuard, StopRequest
 from dawnpipe.train.logbook import Logbook
-from dawnpipe.train.schedule import lr_at
+from dawnpipe.train.outputs import Outputs, publish_checkpoint  # noqa: F401 (Outputs: the trainer contract train.cli uses)
+from dawnpipe.train.schedule import lr_at, steps_per_epoch
+from dawnpipe.train.state import common_state, restore_common, why_not_resumable
 
 tf = tf_runtime.tf
-
-
-@dataclass(frozen=True)
-class Outputs:
-    tsv: Path
-    parquet: Path
-    checkpoint: Path
-    run_json: Path
-    work_dir: Path
 
 
 class TrainingClock:
@@ -86,13 +79,39 @@ def as_nhwc(images: np.ndarray) -> np.ndarray:
     return x[..., None] if x.ndim == 3 else x
 
 
+def check_entry(entry: dict[str, Any]) -> None:
+    """What can be checked before any data is read (train.cli calls it): what
+    this trainer does not implement, and the model and its model_args (checked,
+    not built: building would start TensorFlow before its threads are set)."""
+    from dawnpipe.models.tf_zoo import model_spec
+
+    if entry["hyperparameters"]["augment"].get("random_resized_crop", {}).get("size"):
+        raise EntryError("hyperparameters.augment.random_resized_crop is not implemented by the TensorFlow trainer")
+    with _naming_the_model(entry):
+        model_spec(entry["model"], **entry["model_args"])
+
+
+def model_from_entry(entry: dict[str, Any], *, image_shape: tuple[int, ...], num_classes: int):
+    """The entry's Keras network; an unknown ``model`` or a bad ``model_args`` is an error naming both."""
+    from dawnpipe.models.tf_zoo import build_model
+
+    with _naming_the_model(entry):
+        return build_model(entry["model"], input_shape=image_shape, num_classes=num_classes, **entry["model_args"])
+
+
+@contextlib.contextmanager
+def _naming_the_model(entry: dict[str, Any]):
+    try:
+        yield
+    except (ValueError, TypeError) as e:  # unknown model, depth or key (TypeError: an unexpected keyword argument)
+        raise EntryError(f"model {entry['model']!r} with model_args {entry['model_args']}: {e}") from None
+
+
 def check_supported(entry: dict[str, Any], split: Split) -> None:
-    """What the PyTorch trainer does and this one does not (yet): say so, by name."""
+    """What the data asks that this trainer does not do: say so, by name."""
     if isinstance(split.images, ShardedArray):
         raise DawnpipeError(f"entry {entry['id']}: the TensorFlow trainer keeps the data set in memory; "
                             f"{entry['task']} is prepared in shards (too large), which only the PyTorch trainer streams")
-    if entry["hyperparameters"]["augment"].get("random_resized_crop", {}).get("size"):
-        raise DawnpipeError(f"entry {entry['id']}: hyperparameters.augment.random_resized_crop is not implemented by the TensorFlow trainer")
 
 
 def channel_stats(images: np.ndarray, chunk: int = 10000) -> tuple[list[float], list[float]]:
@@ -223,6 +242,13 @@ def load_state(path: Path, model, optimizer, gen) -> dict[str, Any]:
 
 
 def train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: int | None = None, resume: bool = True) -> dict[str, Any]:
+    """Train one entry with one seed; the summary for run.json. SIGTERM or
+    SIGUSR1 stops it at the next step (dawnpipe.train.interruptions)."""
+    with StopRequest().active() as stop:
+        return _train(settings, data_dir, out, threads=threads, resume=resume, stop=stop)
+
+
+def _train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: int | None, resume: bool, stop: StopRequest) -> dict[str, Any]:
     entry, hp = settings["entry"], settings["entry"]["hyperparameters"]
     task = get_task(entry["task"])
     # Every thread to each op (intra), ops one after another (inter = 1, Intel's
@@ -243,38 +269,37 @@ def train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: in
     n_classes = len(train_split.classes)
     image_shape = tuple(int(d) for d in train_np.shape[1:])
 
-    from dawnpipe.models.tf_zoo import build_model
-
     with tf.device(device):
         # tf.constant lives on the host; tf.identity under the scope puts a copy on the device
         train_x, train_y = tf.identity(tf.constant(train_np)), tf.identity(tf.constant(np.array(train_split.labels)))
         test_x = tf.identity(tf.constant(test_np))
-        try:
-            model = build_model(entry["model"], input_shape=image_shape, num_classes=n_classes, **entry["model_args"])
-        except (ValueError, TypeError) as e:  # unknown model or model_args
-            raise DawnpipeError(f"entry {entry['id']}: model {entry['model']!r} with model_args {entry['model_args']}: {e}") from None
+        model = model_from_entry(entry, image_shape=image_shape, num_classes=n_classes)
         optimizer = build_optimizer(hp)
         optimizer.build(model.trainable_variables)
         train_step, eval_logits = make_steps(model, optimizer, hp, gen, train_x, train_y, mean, std, image_shape)
-    logbook = Logbook(task.log_columns, task.metric_column, settings["threshold"])
+    logbook = Logbook(task.log_columns, task.metric_column, settings["threshold"], demo=settings["demo_threshold"])
     clock = TrainingClock(device)
+    guard = EpochGuard(stop, out.work_dir, settings_hash, resume=resume)
     wall_offset, start_epoch, resumed_from = 0.0, 0, None
 
     last_path = out.work_dir / "last.npz"
     work_threshold = out.work_dir / "threshold.npz"
     if resume and last_path.exists():
         meta, _ = tf_runtime.load_npz(last_path)
-        if meta.get("settings_hash") == settings_hash:
-            meta = load_state(last_path, model, optimizer, gen)
-            logbook.rows = meta["rows"]
-            clock.elapsed, wall_offset, start_epoch = meta["clock_seconds"], meta["wall_seconds"], meta["epoch"]
+        if (reason := why_not_resumable(meta, settings_hash)) is None:
+            load_state(last_path, model, optimizer, gen)
+            logbook.rows, clock.elapsed, wall_offset, start_epoch = restore_common(meta)
             resumed_from = start_epoch
             print(f"train: resuming after epoch {start_epoch} from {last_path} (training clock {clock.elapsed:.1f}s so far)")
         else:
-            print(f"train: ignoring {last_path}: it belongs to a different configuration")
+            print(f"train: ignoring {last_path}: {reason}")
+    # spent, and paid for: counted in the training clock (and the wall clock, which never runs behind it)
+    pending = guard.lost_before(start_epoch + 1)
+    clock.elapsed += pending
+    wall_offset += pending
 
     n_train, batch = int(train_x.shape[0]), hp["batch_size"]
-    steps = n_train // batch + (1 if n_train % batch > 1 else 0)  # a lone last item would break batch norm
+    steps = steps_per_epoch(n_train, batch, settings["train_limit"])
     checkpoint_meta = {
         "entry_id": entry["id"], "task": task.name, "framework": "tensorflow", "model": entry["model"],
         "model_args": entry["model_args"], "image_shape": list(image_shape), "num_classes": n_classes,
@@ -295,35 +320,47 @@ def train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: in
         if logbook.reached_row is not None and settings["stop_at_threshold"]:  # resumed after reaching it
             stopped_early = True
             break
+        guard.stop_before(epoch + 1, stop.requested)
         epoch_clock_before = clock.elapsed
+        guard.begin(epoch + 1, clock.elapsed)
+        interrupted = False
         with clock.running(), tf.device(device):
             perm = tf.argsort(gen.uniform([n_train]))
             losses = []
             for step in range(steps):
+                if stop.requested:
+                    interrupted = True
+                    break
                 lr = lr_at(epoch + step / steps, hp["lr"], hp["schedule"], hp["epochs"])
                 idx = perm[step * batch:(step + 1) * batch]
                 losses.append(train_step(idx, lr))
-            seen = min(steps * batch, n_train)
-            train_loss = float(tf.add_n(losses)) / seen
+                guard.heartbeat()
+            if not interrupted:
+                seen = min(steps * batch, n_train)
+                train_loss = float(tf.add_n(losses)) / seen
+        if interrupted:
+            guard.stop_within(epoch + 1, clock.elapsed - epoch_clock_before)
         epoch_seconds = clock.elapsed - epoch_clock_before
+        guard.trained(epoch + 1, epoch_seconds)
         if not np.isfinite(train_loss):
             raise DawnpipeError(f"{entry['id']} seed {settings['seed']}: training loss became {train_loss} in epoch {epoch + 1}; the recipe diverged")
 
         t_eval = time.perf_counter()
         metrics, eval_loss = evaluate(eval_logits, test_x, test_labels, hp, task.log_columns)
-        eval_seconds = time.perf_counter() - t_eval
+        t_evaluated = time.perf_counter()
 
         row = logbook.epoch_row(epoch + 1, clock.elapsed, metrics, train_loss=train_loss, eval_loss=eval_loss,
-                                eval_seconds=eval_seconds, epoch_seconds=epoch_seconds, lr=lr, items=seen)
+                                eval_seconds=t_evaluated - t_eval, wall_seconds=t_evaluated - wall_start,
+                                epoch_seconds=epoch_seconds, lr=lr, items=seen, lost_seconds=guard.lost_in(epoch + 1))
         t_ckpt = time.perf_counter()
         first_reached = logbook.add(row)
         if first_reached:
             tf_runtime.save_checkpoint(work_threshold, {**checkpoint_meta, "epoch": epoch + 1,
                                                         "metric_value": row[task.metric_column], "reached_threshold": True}, model)
-        row["wall_hours"] = (time.perf_counter() - wall_start) / 3600.0
         logbook.write(out.work_dir / "train.tsv", out.work_dir / "train.parquet")
-        save_state(last_path, {"settings_hash": settings_hash, "rows": logbook.rows, "clock_seconds": clock.elapsed,
-                               "epoch": epoch + 1, "wall_seconds": time.perf_counter() - wall_start}, model, optimizer, gen)
+        save_state(last_path, common_state(settings_hash, epoch + 1, hp=hp, rows=logbook.rows, clock_seconds=clock.elapsed,
+                                           wall_seconds=time.perf_counter() - wall_start), model, optimizer, gen)
+        guard.saved(epoch + 1)
         row["checkpoint_seconds"] = time.perf_counter() - t_ckpt
         print(logbook.progress_line(row, hp["epochs"], first_reached), flush=True)
         if logbook.stops_early(first_reached, epoch + 1, hp["epochs"], settings["stop_at_threshold"]):
@@ -336,10 +373,11 @@ def train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: in
                                                     "metric_value": last[task.metric_column], "reached_threshold": False}, model)
         print(logbook.not_converged_message())
     logbook.write(out.tsv, out.parquet)
-    move_into_place(work_threshold, out.checkpoint)
+    publish_checkpoint(work_threshold, out.checkpoint)
     return {
         **logbook.summary(clock_seconds=clock.elapsed, wall_seconds=time.perf_counter() - wall_start,
                           stopped_early=stopped_early, resumed_from=resumed_from),
+        **guard.summary(),
         "train_items": int(n_train), "test_items": int(test_x.shape[0]),
         "environment": env,
     }

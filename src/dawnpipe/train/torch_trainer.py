@@ -10,11 +10,12 @@ augmented on the device. Sets too large for memory (ImageNet) are streamed
 from memory-mapped shards instead: see dawnpipe.train.data_source.
 
 Resuming and interruptions: after every epoch the whole training state
-(model, optimizer, gradient scaler, generators, log rows, clocks) goes to
-``<work-dir>/last.pt``; a restarted run with the same settings continues from
-there, and the training time an interruption lost is counted in its clock
-and recorded (dawnpipe.train.interruptions). SIGTERM stops the run at the
-next step.
+(model, optimizer, gradient scaler, every random generator, the schedule's
+position, log rows, clocks) goes to ``<work-dir>/last.pt``; a restarted run
+with the same settings continues from there, and the training time an
+interruption lost is counted in its clock and recorded
+(dawnpipe.train.interruptions). SIGTERM stops the run at the next step (with
+several processes, at the next multiple of STOP_CHECK_STEPS).
 
 Data-parallel (an entry's ``distributed:``): one process per rank, started by
 the CLI (dawnpipe.train.distributed); each trains on its share of every
@@ -28,7 +29,6 @@ import contextlib
 import os
 import random
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,25 +39,28 @@ import torch.nn.functional as F
 from dawnpipe.data.loader import load_split
 from dawnpipe.entries import config_hash
 from dawnpipe.errors import DawnpipeError
-from dawnpipe.fileio import atomic_path, move_into_place
+from dawnpipe.fileio import atomic_path
 from dawnpipe.models.torch_zoo import build_model
 from dawnpipe.tasks import get_task
 from dawnpipe.telemetry import mark_training_clock
+from dawnpipe.train import EntryError
 from dawnpipe.train import distributed as ddp
 from dawnpipe.train.data_source import device_images, draw_resized_crop, epoch_batches, image_stats, resized_crop
 from dawnpipe.train.distributed import SINGLE, Rank
-from dawnpipe.train.interruptions import EpochJournal, Interrupted, StopRequest
+from dawnpipe.train.interruptions import EpochGuard, StopRequest
 from dawnpipe.train.logbook import Logbook
-from dawnpipe.train.schedule import lr_at
+from dawnpipe.train.outputs import Outputs, publish_checkpoint  # noqa: F401 (Outputs: the trainer contract train.cli uses)
+from dawnpipe.train.schedule import lr_at, steps_per_epoch
+from dawnpipe.train.state import common_state, restore_common, why_not_resumable
 
-
-@dataclass(frozen=True)
-class Outputs:
-    tsv: Path
-    parquet: Path
-    checkpoint: Path
-    run_json: Path
-    work_dir: Path
+# With several processes, a stop request (a SIGTERM that reached any rank) is
+# looked for every STOP_CHECK_STEPS steps, not every step: looking is an
+# all-reduce whose answer the host must wait for, which on CUDA drains the
+# queue of kernels the GPU would otherwise run ahead on. Every rank counts
+# the same steps, so all of them look, and stop, at the same step. 20 steps
+# keep the delay well inside Slurm's 30 s between SIGTERM and SIGKILL even at
+# one second a step. One process reads its own flag at every step (no sync).
+STOP_CHECK_STEPS = 20
 
 
 class TrainingClock:
@@ -200,6 +203,35 @@ def build_optimizer(model, hp):
     return cls(params, lr=hp["lr"], betas=(hp["momentum"], 0.999), weight_decay=hp["weight_decay"])
 
 
+def model_from_entry(entry: dict[str, Any], *, in_channels: int, num_classes: int) -> torch.nn.Module:
+    """The entry's network; an unknown ``model`` or a bad ``model_args`` is an error naming both."""
+    try:
+        return build_model(entry["model"], in_channels=in_channels, num_classes=num_classes, **entry["model_args"])
+    except (ValueError, TypeError) as e:  # unknown name, depth or key (TypeError: an unexpected keyword argument)
+        raise EntryError(f"model {entry['model']!r} with model_args {entry['model_args']}: {e}") from None
+
+
+def check_entry(entry: dict[str, Any]) -> None:
+    """What can be checked before any data is read or any process started
+    (train.cli calls it): the model is built on the meta device, which
+    allocates and initialises nothing. Channels and classes are placeholders
+    here; the real ones come with the data."""
+    with torch.device("meta"):
+        model_from_entry(entry, in_channels=3, num_classes=10)
+    world = ddp.Layout.of(entry).world_size
+    if entry["hyperparameters"]["batch_size"] < world:
+        raise EntryError(f"hyperparameters.batch_size {entry['hyperparameters']['batch_size']} is smaller than the {world} "
+                         "processes of distributed: (the batch is global, split across the processes)")
+
+
+def stop_due(stop: StopRequest, step: int, rank: Rank, device) -> bool:
+    """Whether to stop before ``step`` of an epoch: every rank gives the same
+    answer (see STOP_CHECK_STEPS)."""
+    if not rank.distributed:
+        return stop.requested
+    return step % STOP_CHECK_STEPS == 0 and ddp.any_rank(stop.requested, rank, device)
+
+
 def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
     with atomic_path(path) as tmp:
         torch.save(payload, tmp)
@@ -212,15 +244,20 @@ def threshold_checkpoint(meta: dict[str, Any], model, row: dict[str, Any], metri
     return {**meta, "state_dict": model.state_dict(), "epoch": row["epoch"], "metric_value": row[metric_column], "reached_threshold": reached}
 
 
-def training_state(settings_hash: str, epochs_done: int, wall_seconds: float, *, model, optimizer, scaler, gen,
-                   logbook: Logbook, clock: TrainingClock, **extra) -> dict[str, Any]:
+def training_state(settings_hash: str, epochs_done: int, wall_seconds: float, *, hp: dict[str, Any], model, optimizer, scaler,
+                   gen, logbook: Logbook, clock: TrainingClock, **extra) -> dict[str, Any]:
     """Everything a restarted job needs to continue after ``epochs_done``
-    epochs as if never stopped: weights, optimizer, scaler, RNG states, the log
-    and the training clock so far."""
+    epochs as if never stopped: weights, optimizer, scaler, the schedule's
+    position, every random generator (the data generator, torch's CPU and CUDA
+    ones, Python's and NumPy's), the log and the clocks so far."""
     return {
-        "settings_hash": settings_hash, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-        "scaler": scaler.state_dict(), "generator": gen.get_state(), "torch_rng": torch.get_rng_state(),
-        "rows": logbook.rows, "clock_seconds": clock.elapsed, "epoch": epochs_done, "wall_seconds": wall_seconds, **extra,
+        **common_state(settings_hash, epochs_done, hp=hp, rows=logbook.rows, clock_seconds=clock.elapsed, wall_seconds=wall_seconds),
+        "model": model.state_dict(), "optimizer": optimizer.state_dict(), "scaler": scaler.state_dict(),
+        "generator": gen.get_state(), "torch_rng": torch.get_rng_state(),
+        # Once CUDA is in use; before that its generators still hold the seed's
+        # state, which seed_everything recreates (and asking would start CUDA on a CPU run).
+        "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None,
+        **extra,
     }
 
 
@@ -228,22 +265,25 @@ def restore_state(path: Path, settings_hash: str, device, *, model, optimizer, s
                   clock: TrainingClock, say: bool = True) -> tuple[float, int] | None:
     """Load a ``training_state`` saved by a run of the same settings into the
     given objects: (wall seconds so far, epochs done); None (start over) when
-    it belongs to other settings."""
+    it belongs to other settings or another state format."""
     state = torch.load(path, map_location=device, weights_only=False)
-    if state.get("settings_hash") != settings_hash:
+    if (reason := why_not_resumable(state, settings_hash)) is not None:
         if say:
-            print(f"train: ignoring {path}: it belongs to a different configuration")
+            print(f"train: ignoring {path}: {reason}")
         return None
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     scaler.load_state_dict(state["scaler"])
-    gen.set_state(state["generator"])
-    torch.set_rng_state(state["torch_rng"])
-    logbook.rows = state["rows"]
-    clock.elapsed = state["clock_seconds"]
+    # generator states must be CPU byte tensors, wherever map_location put them
+    gen.set_state(state["generator"].cpu())
+    torch.set_rng_state(state["torch_rng"].cpu())
+    if state["cuda_rng"] is not None and torch.cuda.is_available():
+        for index, cuda_state in enumerate(state["cuda_rng"][:torch.cuda.device_count()]):
+            torch.cuda.set_rng_state(cuda_state.cpu(), index)
+    logbook.rows, clock.elapsed, wall_seconds, epochs_done = restore_common(state)
     if say:
-        print(f"train: resuming after epoch {state['epoch']} from {path} (training clock {clock.elapsed:.1f}s so far)")
-    return state["wall_seconds"], state["epoch"]
+        print(f"train: resuming after epoch {epochs_done} from {path} (training clock {clock.elapsed:.1f}s so far)")
+    return wall_seconds, epochs_done
 
 
 def train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: int | None = None, resume: bool = True,
@@ -277,14 +317,14 @@ def _train(settings, data_dir: Path, out: Outputs, *, resume: bool, rank: Rank, 
     normalize = Normalizer(mean, std, device)
     n_classes = len(train_split.classes)
 
-    model = build_model(entry["model"], in_channels=train_x.shape[1], num_classes=n_classes, **entry["model_args"]).to(device)
+    model = model_from_entry(entry, in_channels=int(train_x.shape[1]), num_classes=n_classes).to(device)
     fmt = torch.channels_last if hp["channels_last"] else torch.contiguous_format
     model = model.to(memory_format=fmt)
     optimizer = build_optimizer(model, hp)
     scaler = torch.amp.GradScaler("cuda", enabled=(device.type == "cuda" and hp["precision"] == "fp16"))
-    logbook = Logbook(task.log_columns, task.metric_column, settings["threshold"])
+    logbook = Logbook(task.log_columns, task.metric_column, settings["threshold"], demo=settings["demo_threshold"])
     clock = TrainingClock(device, rank=rank)
-    journal = EpochJournal(out.work_dir, settings_hash) if rank.is_main else None
+    guard = EpochGuard(stop, out.work_dir, settings_hash, resume=resume, keeps_journal=rank.is_main)
     wall_offset, start_epoch, resumed_from = 0.0, 0, None
 
     last_path = out.work_dir / "last.pt"
@@ -295,23 +335,13 @@ def _train(settings, data_dir: Path, out: Outputs, *, resume: bool, rank: Rank, 
         if restored is not None:
             wall_offset, start_epoch = restored
             resumed_from = start_epoch
-    if journal is not None:
-        if not resume:
-            journal.reset()
-        if (found := journal.recover(start_epoch + 1)) is not None:
-            print(f"train: an earlier attempt died in epoch {found['epoch']} ({found['how']}): {found['lost_seconds']:.1f}s of training lost")
-        pending = journal.lost_in(start_epoch + 1)
-        if pending:
-            # spent, and paid for: counted in the training clock (and the wall clock, which never runs behind it)
-            clock.elapsed += pending
-            wall_offset += pending
-            print(f"train: counting {pending:.1f}s of training lost to interruptions of epoch {start_epoch + 1} in the training time")
+    # spent, and paid for: counted in the training clock (and the wall clock, which never runs behind it)
+    pending = guard.lost_before(start_epoch + 1)
+    clock.elapsed += pending
+    wall_offset += pending
 
     n_train, batch = train_x.shape[0], hp["batch_size"]
-    if batch < world:
-        raise DawnpipeError(f"{entry['id']}: hyperparameters.batch_size {batch} is smaller than the {world} processes of "
-                            "distributed: (the batch is global, split across the processes)")
-    steps = n_train // batch + (1 if n_train % batch >= 2 * world else 0)  # a last share under 2 items would break batch norm
+    steps = steps_per_epoch(n_train, batch, settings["train_limit"], world)
     aug, rrc = hp["augment"], hp["augment"]["random_resized_crop"]
     rank_batch = ddp.shard(batch, rank)[1] - ddp.shard(batch, rank)[0]  # this rank's share of a full batch
     train_model = ddp.wrap(model, rank, device)
@@ -342,20 +372,17 @@ def _train(settings, data_dir: Path, out: Outputs, *, resume: bool, rank: Rank, 
         if logbook.reached_row is not None and settings["stop_at_threshold"]:  # resumed after reaching it
             stopped_early = True
             break
-        if ddp.any_rank(stop.requested, rank, device):
-            raise Interrupted(f"stopped by {stop.signal_name or 'a signal to another process'} before epoch {epoch + 1}; "
-                              f"nothing lost, the state after epoch {epoch} is in {out.work_dir}")
+        guard.stop_before(epoch + 1, ddp.any_rank(stop.requested, rank, device))
         train_model.train()
         epoch_clock_before = clock.elapsed
-        if journal is not None:
-            journal.begin(epoch + 1, clock.elapsed)
+        guard.begin(epoch + 1, clock.elapsed)
         interrupted = False
         with clock.running():
             perm = torch.randperm(n_train, generator=gen)
             loss_sum = torch.zeros((), device=device)
             seen = 0
             for step, (xb, yb) in enumerate(epoch_batches(train_x, train_y, rank_perm(perm), rank_batch, steps)):
-                if ddp.any_rank(stop.requested, rank, device):
+                if stop_due(stop, step, rank, device):
                     interrupted = True
                     break
                 # one generator, the same draws on every rank for the whole global batch; each rank takes its share
@@ -381,44 +408,36 @@ def _train(settings, data_dir: Path, out: Outputs, *, resume: bool, rank: Rank, 
                 scaler.update()
                 loss_sum += loss.detach().float() * y.shape[0]
                 seen += y.shape[0]
-                if journal is not None:
-                    journal.heartbeat()
+                guard.heartbeat()
             if not interrupted and rank.distributed:
                 totals = ddp.all_reduce_sum(torch.stack([loss_sum, torch.tensor(float(seen), device=device)]), rank)
                 loss_sum, seen = totals[0], int(totals[1].item())
         if interrupted:
-            lost = clock.elapsed - epoch_clock_before
-            if journal is not None:
-                journal.interrupted(epoch + 1, lost, stop.signal_name or "another process's signal")
-            raise Interrupted(f"stopped by {stop.signal_name or 'a signal to another process'} in epoch {epoch + 1} after "
-                              f"{lost:.1f}s of its training; the state after epoch {epoch} is in {out.work_dir}. "
-                              "Rerun to resume: the lost time will count in the training time")
+            guard.stop_within(epoch + 1, clock.elapsed - epoch_clock_before)
         epoch_seconds = clock.elapsed - epoch_clock_before
         train_loss = float(loss_sum) / seen
-        if journal is not None:
-            journal.trained(epoch + 1, epoch_seconds)
+        guard.trained(epoch + 1, epoch_seconds)
         if not np.isfinite(train_loss):
             raise DawnpipeError(f"{entry['id']} seed {settings['seed']}: training loss became {train_loss} in epoch {epoch + 1}; the recipe diverged")
 
         t_eval = time.perf_counter()
         ddp.sync_buffers(model, rank)
         metrics, eval_loss = evaluate(model, test_x, test_y, normalize, hp, device, task.log_columns, rank)
-        eval_seconds = time.perf_counter() - t_eval
+        t_evaluated = time.perf_counter()
 
-        lost_seconds = journal.lost_in(epoch + 1) if journal is not None else 0.0
-        row = logbook.epoch_row(epoch + 1, clock.elapsed, metrics, train_loss=train_loss, eval_loss=eval_loss, eval_seconds=eval_seconds,
-                                epoch_seconds=epoch_seconds, lr=lr, items=seen, lost_seconds=lost_seconds)
+        row = logbook.epoch_row(epoch + 1, clock.elapsed, metrics, train_loss=train_loss, eval_loss=eval_loss,
+                                eval_seconds=t_evaluated - t_eval, wall_seconds=t_evaluated - wall_start,
+                                epoch_seconds=epoch_seconds, lr=lr, items=seen, lost_seconds=guard.lost_in(epoch + 1))
         t_ckpt = time.perf_counter()
         first_reached = logbook.add(row)  # on every rank: the metrics are global, so every rank decides alike
         if rank.is_main:
             if first_reached:
                 save_checkpoint(work_threshold, threshold_checkpoint(checkpoint_meta, model, row, task.metric_column, True))
-            row["wall_hours"] = (time.perf_counter() - wall_start) / 3600.0
             logbook.write(out.work_dir / "train.tsv", out.work_dir / "train.parquet")
-            save_checkpoint(last_path, training_state(settings_hash, epoch + 1, time.perf_counter() - wall_start, model=model,
+            save_checkpoint(last_path, training_state(settings_hash, epoch + 1, time.perf_counter() - wall_start, hp=hp, model=model,
                                                       optimizer=optimizer, scaler=scaler, gen=gen, logbook=logbook, clock=clock,
                                                       world_size=world))
-            journal.saved(epoch + 1)
+            guard.saved(epoch + 1)
             row["checkpoint_seconds"] = time.perf_counter() - t_ckpt
             print(logbook.progress_line(row, hp["epochs"], first_reached), flush=True)
         if logbook.stops_early(first_reached, epoch + 1, hp["epochs"], settings["stop_at_threshold"], say=rank.is_main):  # every rank alike
@@ -432,12 +451,11 @@ def _train(settings, data_dir: Path, out: Outputs, *, resume: bool, rank: Rank, 
         save_checkpoint(work_threshold, threshold_checkpoint(checkpoint_meta, model, logbook.rows[-1], task.metric_column, False))
         print(logbook.not_converged_message())
     logbook.write(out.tsv, out.parquet)
-    move_into_place(work_threshold, out.checkpoint)
+    publish_checkpoint(work_threshold, out.checkpoint)
     return {
         **logbook.summary(clock_seconds=clock.elapsed, wall_seconds=time.perf_counter() - wall_start,
                           stopped_early=stopped_early, resumed_from=resumed_from),
-        "lost_training_seconds": journal.lost_total,
-        "interruptions": journal.records,
+        **guard.summary(),
         "world_size": world,
         "distributed": ddp.layout_record(ddp.Layout.of(entry), rank),
         "train_items": int(n_train), "test_items": int(test_x.shape[0]),
