@@ -146,3 +146,32 @@ def test_the_workflow_exports_audits_and_ranks_its_runs_once(test_workflow):
     assert len(train) == len(set(train)) and all(s.startswith("runs/") for s in train)
     html = (test_workflow / "results" / "leaderboard.html").read_text()
     assert 'id="audit"' in html and "ranked once, from the run" in html
+
+
+def test_the_report_audits_submissions_under_the_configs_audit_rules(tmp_path):
+    """`dawnpipe report --rules FILE` (config: audit_rules) applies the same
+    rules as `dawnpipe audit --rules FILE`: a price cap below the submission's
+    costPerHour excludes it; without the file it is ranked."""
+    subs = tmp_path / "subs"
+    train_pair(subs, name="pricey")
+    runs = tmp_path / "results"
+    run_dir(runs, "fastnet", 0)
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("plausible:\n  max_cost_per_hour_usd: 0.5\n")
+
+    def report(*extra):
+        out = tmp_path / ("strict" if extra else "default")
+        run_cli("report", "--runs", str(runs / "runs"), "--submissions", str(subs), *extra, "--json", str(out / "lb.json"),
+                "--html", str(out / "lb.html"), "--table", str(out / "runs.parquet"), "--csv", str(out / "runs.csv"), check=True)
+        return json.loads((out / "lb.json").read_text())
+
+    ranked = [r["source"] for t in report()["objectives"] for r in t["rows"]]
+    assert "CIFAR10/train/pricey.json" in ranked
+    strict = report("--rules", str(rules))
+    assert "CIFAR10/train/pricey.json" not in [r["source"] for t in strict["objectives"] for r in t["rows"]]
+    [reason] = [e["reason"] for e in strict["excluded"] if e["source"] == "CIFAR10/train/pricey.json"]
+    assert "costPerHour" in reason, reason
+    bad = run_cli("report", "--runs", str(runs / "runs"), "--submissions", str(subs), "--rules", str(tmp_path / "nope.yaml"),
+                  "--json", str(tmp_path / "x.json"), "--html", str(tmp_path / "x.html"), "--table", str(tmp_path / "x.parquet"),
+                  "--csv", str(tmp_path / "x.csv"))
+    assert bad.returncode == 2 and f"--rules {tmp_path / 'nope.yaml'}: no such file" in bad.stderr

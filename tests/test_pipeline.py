@@ -114,6 +114,16 @@ def test_changed_value_retrains_only_that_entry(test_workflow):
         entry.write_text(old)
 
 
+def test_audit_rules_rerun_only_the_report_with_them(test_workflow):
+    """config audit_rules: the report audits the submissions under that file
+    (the same --rules as `dawnpipe audit`); setting it reruns the report alone."""
+    rules = test_workflow / "audit-rules.yaml"
+    rules.write_text("plausible:\n  max_cost_per_hour_usd: 50.0\n")
+    assert planned_jobs(test_workflow, "--config", f"audit_rules={rules}") == {"report": 1}
+    shell = run_snakemake(test_workflow, TARGET[0], "-n", "-p", *TARGET[1:], "--config", f"audit_rules={rules}").stdout
+    assert f"--rules {rules}" in shell
+
+
 def test_changed_value_retrains_a_run_whose_files_a_failed_retraining_removed(test_workflow):
     """Snakemake deletes the outputs of a job that fails or is interrupted; the
     run's later results from the old settings (time to accuracy, latency, ...)

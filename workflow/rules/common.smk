@@ -1,6 +1,7 @@
 # Helpers shared by the rules: get_* return paths/values for a rule, is_* answer
 # questions. Entries are read here once, at parse time.
 import os
+import shlex
 import sys
 
 from snakemake.utils import validate
@@ -283,6 +284,13 @@ EXPORT_DIR = "results/submissions"
 
 def is_own_export(path):
     return os.path.normpath(path) == EXPORT_DIR
+
+
+def get_audit_rules(wildcards):
+    """The config's audit_rules (a YAML file merged over the package's audit
+    rules, as ``dawnpipe audit --rules``): an input, so editing it reruns the
+    report; none when unset."""
+    return [config["audit_rules"]] if config.get("audit_rules") else []
 
 
 def get_submission_inputs(wildcards):

@@ -37,4 +37,4 @@ rule prepare:
     conda:
         "../../envs/report.yaml"
     shell:
-        "python -m dawnpipe prepare {wildcards.task} --raw {input} --out {output} > {log} 2>&1"
+        "python -m dawnpipe prepare {wildcards.task} --raw {input} --out {output} --workers {threads} > {log} 2>&1"

@@ -11,6 +11,7 @@ rule report:
         utilization=get_run_files("utilization.json"),
         sensitivity=get_run_files("sensitivity.json"),
         submissions=get_submission_inputs,
+        audit_rules=get_audit_rules,
     output:
         json="results/leaderboard.json",
         html="results/leaderboard.html",
@@ -22,6 +23,7 @@ rule report:
         runs=get_run_dirs(),
         name=config["name"],
         submissions=config["submission_dirs"],
+        rules=lambda wildcards, input: f"--rules {shlex.quote(input.audit_rules)}" if input.audit_rules else "",
     threads: 1
     resources:
         mem_mb=2000,
@@ -30,5 +32,5 @@ rule report:
         "../../envs/report.yaml"
     shell:
         "python -m dawnpipe report --runs {params.runs} --stability {input.stability} --config-name {params.name}"
-        " --submissions {params.submissions:q}"
+        " --submissions {params.submissions:q} {params.rules}"
         " --json {output.json} --html {output.html} --table {output.table} --csv {output.csv} > {log} 2>&1"

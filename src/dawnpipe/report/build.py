@@ -138,6 +138,9 @@ def configure(p) -> None:
     p.add_argument("--config-name", default="", help="the configuration the runs came from (shown in the page)")
     p.add_argument("--submissions", nargs="*", default=[], type=Path, metavar="DIR",
                    help="DAWNBench v1 submission directories to audit and rank with the runs (config: submission_dirs)")
+    from dawnpipe.audit.rules import add_arguments
+
+    add_arguments(p)  # --max-bytes, --rules (config: audit_rules): how the submissions are audited
     p.add_argument("--json", required=True, type=Path, help="output: leaderboard JSON")
     p.add_argument("--html", required=True, type=Path, help="output: self-contained leaderboard HTML")
     p.add_argument("--table", required=True, type=Path, help="output: all runs (Parquet)")
@@ -148,7 +151,7 @@ def run(args) -> int:
     runs = [load_run(d) for d in run_dirs(args.runs)]
     stability = [read_json(p) for p in files_under(args.stability, "*.json")]
     rows, excluded = objective_rows(runs)
-    report = _audit(args.submissions)
+    report = _audit(args.submissions, args)
     board = leaderboard.merge(rows, excluded, report, runs)
     board["generated"] = now_iso()
     board["config"] = args.config_name
@@ -165,8 +168,13 @@ def run(args) -> int:
     return 0
 
 
-def _audit(dirs: list[Path]):
-    """The audit of the submission directories (None when there are none)."""
+def _audit(dirs: list[Path], args):
+    """The audit of the submission directories under the rules of ``args``
+    (``--rules``, ``--max-bytes``), as ``dawnpipe audit`` would give it; None
+    when there are none."""
+    from dawnpipe.audit.rules import rules_from_args
+
+    rules = rules_from_args(args)
     if not dirs:
         return None
     for d in dirs:
@@ -176,6 +184,6 @@ def _audit(dirs: list[Path]):
     from dawnpipe.audit.core import audit
 
     without_hypothesis_strategies()
-    return audit([str(d) for d in dirs])
+    return audit([str(d) for d in dirs], rules)
 
 
