@@ -8,7 +8,8 @@ from __future__ import annotations
 import argparse
 import json
 import re
-from pathlib import Path
+import shlex
+from pathlib import Path, PurePosixPath
 
 import pytest
 import yaml
@@ -177,3 +178,99 @@ def test_train_without_its_data_set_says_what_to_add(tmp_path):
     assert proc.returncode == 1, proc.stderr
     assert "no prepared data for task fashion-mnist" in proc.stderr and "dvc.yaml" in proc.stderr
     assert "Traceback" not in proc.stderr and not run.exists()
+
+
+# ------------------------------------------------- every config, as DVC resolves it
+
+# Every run config in the repository (prices.yaml is a params file, not a config).
+RUN_CONFIGS = sorted(p for p in (ROOT / "config").glob("*.yaml") if "entries" in (yaml.safe_load(p.read_text(encoding="utf-8")) or {}))
+# What a FLOP count reads of an entry: dvc.yaml's flops params (DVC fails on a missing one).
+FLOPS_KEYS = ["task", "framework", "model", "model_args", "hyperparameters.batch_size", "hyperparameters.precision",
+              "hyperparameters.channels_last"]
+
+
+def resolve(tmp_path: Path, config: dict) -> list:
+    """dvc.yaml's stages as DVC resolves them with ``config`` as config/config.yaml."""
+    from dvc.repo import Repo
+
+    repo = tmp_path / "repo"
+    (repo / "config").mkdir(parents=True)
+    (repo / "dvc.yaml").write_text((ROOT / "dvc.yaml").read_text(encoding="utf-8"), encoding="utf-8")
+    (repo / "config/config.yaml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    Repo.init(str(repo), no_scm=True).close()
+    with Repo(str(repo)) as dvc:
+        return list(dvc.index.stages)
+
+
+def lookup(doc, dotted: str):
+    for part in dotted.split("."):
+        assert isinstance(doc, dict) and part in doc, f"no {dotted}"
+        doc = doc[part]
+    return doc
+
+
+def test_the_run_configs_are_found():
+    names = {p.name for p in RUN_CONFIGS}
+    assert {"config.yaml", "test.yaml", "benchmark.yaml", "scaling.yaml", "test-cifar10.yaml", "test-imagenet.yaml",
+            "test-squad.yaml"} <= names and "prices.yaml" not in names
+
+
+@pytest.mark.parametrize("config", RUN_CONFIGS, ids=lambda p: p.name)
+def test_every_config_gives_a_valid_dvc_pipeline(tmp_path, config):
+    """DVC resolves dvc.yaml with the config; every command parses as its
+    dawnpipe command's arguments; every dep that no stage writes exists; every
+    param names a file of the repository and keys that file has."""
+    import importlib
+
+    from dawnpipe.cli import COMMANDS
+
+    doc = yaml.safe_load(config.read_text(encoding="utf-8"))
+    stages = resolve(tmp_path, doc)
+    names = {s.name.split("@")[0] for s in stages}
+    assert names == {"fetch", "prepare", "train", "extract", "infer", "flops", "utilization", "sensitivity", "stability",
+                     "export_submissions", "report"}
+    assert len([s for s in stages if s.name.startswith("train@")]) == len(doc["entries"]) * len(doc["seeds"])
+    outs = {PurePosixPath(str(o.def_path)) for s in stages for o in s.outs}
+    for stage in stages:
+        words = shlex.split(stage.cmd)
+        assert words[0] == "scripts/dvc-stage" and words[2:4] == ["python", "-m"] and words[4] == "dawnpipe", stage.cmd
+        parser = argparse.ArgumentParser(exit_on_error=False)
+        importlib.import_module(COMMANDS[words[5]][0]).configure(parser)
+        try:
+            parser.parse_args(words[6:])
+        except (argparse.ArgumentError, SystemExit) as e:
+            pytest.fail(f"{config.name}: {stage.name}: {e}: {stage.cmd}")
+        for dep in stage.deps:
+            path = PurePosixPath(str(dep.def_path))
+            if hasattr(dep, "params"):
+                file = yaml.safe_load((ROOT / path).read_text(encoding="utf-8")) if path != PurePosixPath("config/config.yaml") else doc
+                for key in dep.params or []:
+                    try:
+                        lookup(file, key)
+                    except AssertionError as e:
+                        pytest.fail(f"{config.name}: {stage.name}: {path}: {e}")
+            elif not any(path == o or o in path.parents or path in o.parents for o in outs):  # written by a stage
+                assert (ROOT / path).exists(), f"{config.name}: {stage.name}: dep {path} does not exist"
+
+
+def test_every_entry_file_writes_out_what_the_flops_stage_reads():
+    stage = DVC_YAML["stages"]["flops"]["do"]
+    (params,) = [p for p in stage["params"] if isinstance(p, dict) and "${entries_dir}/${item}.yaml" in p]
+    assert params["${entries_dir}/${item}.yaml"] == FLOPS_KEYS
+    for path in sorted((ROOT / "config/entries").rglob("*.yaml")):
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        for key in FLOPS_KEYS:
+            lookup(doc, key)
+
+
+def test_the_dvc_report_passes_the_configured_submission_dirs(tmp_path):
+    """As workflow/rules/report.smk: ``--submissions`` every directory of
+    submission_dirs, in order; the list is a param (adding one reruns it)."""
+    doc = yaml.safe_load((ROOT / "config/config.yaml").read_text(encoding="utf-8"))
+    doc["submission_dirs"] = ["results/submissions", "../shared/dawnbench entries", "audited"]
+    (report,) = [s for s in resolve(tmp_path, doc) if s.name.startswith("report@")]
+    words = shlex.split(report.cmd)
+    at = words.index("--submissions")
+    assert words[at + 1:at + 4] == doc["submission_dirs"] and words[at + 4].startswith("--")
+    (params,) = [d for d in report.deps if hasattr(d, "params")]
+    assert "submission_dirs" in params.params
