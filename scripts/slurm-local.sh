@@ -125,7 +125,10 @@ JobCompLoc=$DIR/log/jobcomp.log
 # two fake GPUs (gres.conf); enough for --gpus and CUDA_VISIBLE_DEVICES, not for CUDA
 GresTypes=gpu
 NodeName=localhost NodeAddr=127.0.0.1 $node_hw Gres=gpu:2 State=UNKNOWN
+# two partitions on the one node: debug, Slurm's default, and bench, which
+# profiles/slurm asks for, so a test can tell the profile's choice from the default
 PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
+PartitionName=bench Nodes=localhost Default=NO MaxTime=INFINITE State=UP
 EOF
     mv "$CONF.tmp" "$CONF"
     # File= is mandatory for gres/gpu: file-less GPUs are dropped by slurmd and
@@ -140,7 +143,8 @@ EOF
 start() {
     install_packages
     [ "$(id -u)" = 0 ] || cannot "needs root (the daemons run as root; SlurmUser=root)"
-    if all_running && sinfo -h -n localhost -o %T 2>/dev/null | grep -qx idle; then
+    # running with this script's current partitions (an older configuration lacks bench: restart)
+    if all_running && sinfo -h -n localhost -o %T 2>/dev/null | grep -qx idle && sinfo -h -o %P 2>/dev/null | grep -qx bench; then
         log "already running (state in $DIR)"
         return 0
     fi
@@ -170,7 +174,7 @@ start() {
         for d in "${DAEMONS[@]}"; do  # a PID file (written once daemonized) whose process is gone: it died
             [ -s "${d#*:}" ] && ! pid_of "${d%%:*}" "${d#*:}" >/dev/null && { state="${d%%:*} exited"; break 2; }
         done
-        state=$(sinfo -h -n localhost -o '%T' 2>/dev/null || true)
+        state=$(sinfo -h -n localhost -o '%T' 2>/dev/null | sort -u || true)  # one line per partition
         [ "$state" = idle ] && break
         case "$state" in down*|drain*|inval*) scontrol update nodename=localhost state=resume 2>/dev/null || true ;; esac
         sleep 0.25

@@ -45,6 +45,10 @@ SUBMITTED = re.compile(r"Job (\d+) has been submitted with SLURM jobid (\d+)")
 TIMING = {"value", "display", "rank", "wall_hours", "timestamp"}  # and every *_ms latency figure
 
 
+PROFILE = yaml.safe_load((ROOT / "profiles/slurm/config.yaml").read_text(encoding="utf-8"))
+PROFILE_PARTITION = PROFILE["default-resources"]["slurm_partition"]
+
+
 def _timed(key: str) -> bool:
     return key in TIMING or key.endswith("_ms")
 
@@ -148,7 +152,12 @@ def test_every_job_ran_under_slurm(slurm_workflow):
     for entry, seed in RUNS:
         slurm = run_json(slurm_workflow["work"], entry, seed)["environment"]["slurm"]
         assert slurm["job_id"] in slurm_ids and jobs[slurm["job_id"]]["JobState"] == "COMPLETED"
-        assert jobs[slurm["job_id"]]["Partition"] == "debug"  # from the profile, not the rules
+        assert jobs[slurm["job_id"]]["Partition"] == PROFILE_PARTITION  # from the profile, not the rules
+    # not vacuous: the profile's partition is not the one Slurm picks without being asked
+    default = subprocess.run(["scontrol", "show", "partition", "--oneliner"], capture_output=True, text=True, check=True).stdout
+    defaults = [re.search(r"PartitionName=(\S+)", line).group(1) for line in default.splitlines() if "Default=YES" in line]
+    assert defaults and PROFILE_PARTITION not in defaults, default
+    assert {jobs[sid]["Partition"] for sid in slurm_ids} == {PROFILE_PARTITION}
 
 
 def _without_timing(board: dict) -> list:
@@ -249,7 +258,7 @@ def test_gpu_data_parallel_job_gets_gpus_and_tasks_stand_in(slurm_workflow, slur
     assert given and all(re.fullmatch(r"[01](,[01])?", g) for g in given), log[-3000:]
 
 
-def test_script_refuses_a_configuration_it_did_not_write(tmp_path):
+def test_script_refuses_a_configuration_it_did_not_write(tmp_path, slurm_cluster):
     """Never touch a real cluster's slurm.conf: exercised on a copy of the
     script pointed at a scratch /etc (the variable is the script's own)."""
     script = tmp_path / "slurm-local.sh"
@@ -257,9 +266,35 @@ def test_script_refuses_a_configuration_it_did_not_write(tmp_path):
     script.write_text(text)
     (tmp_path / "etc").mkdir()
     (tmp_path / "etc" / "slurm.conf").write_text("ClusterName=production\n")
-    if shutil.which("slurmd") is None or os.geteuid() != 0:
-        pytest.skip("needs root and the Slurm packages (installed by scripts/slurm-local.sh start)")
+    assert shutil.which("slurmd"), "the slurm_cluster fixture installs the Slurm packages"
     proc = subprocess.run(["bash", str(script), "start"], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "DAWNPIPE_SLURM_DIR": str(tmp_path / "state")})
     assert proc.returncode == 3 and "was not written by this script" in proc.stderr
     assert (tmp_path / "etc" / "slurm.conf").read_text() == "ClusterName=production\n"
+
+
+# ---------------------------------------------------------------- static: no cluster needed
+
+def test_no_rule_hard_codes_a_partition_or_an_account():
+    """Where jobs run is a fact of the cluster: profiles only, never a rule."""
+    rules = sorted((ROOT / "workflow/rules").glob("*.smk")) + [ROOT / "Snakefile"]
+    assert len(rules) > 5
+    for path in rules:
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            code = line.split("#", 1)[0]
+            assert not re.search(r"slurm_(partition|account)|\b(partition|account)\s*=", code), f"{path.name}:{number}: {line}"
+
+
+def test_every_key_of_the_slurm_profile_is_explained():
+    """Every key the profile sets (at any depth) has a comment on its line or
+    on the line above it (a comment block may end with blank-free lines)."""
+    lines = (ROOT / "profiles/slurm/config.yaml").read_text(encoding="utf-8").splitlines()
+    keys = 0
+    for i, line in enumerate(lines):
+        m = re.match(r"^(\s*)(?:- )?([A-Za-z0-9_-]+)\s*:", line)
+        if not m or line.lstrip().startswith("#"):
+            continue
+        keys += 1
+        above = lines[i - 1].strip() if i else ""
+        assert "#" in line or above.startswith("#"), f"profiles/slurm/config.yaml:{i + 1}: {line.strip()} has no comment"
+    assert keys == len(PROFILE) + len(PROFILE["default-resources"])

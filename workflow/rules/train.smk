@@ -1,6 +1,9 @@
 # One training run per (entry, seed). Timed jobs take the whole machine
-# (threads: all cores) and the `timing` resource (1 in the profiles), so two
-# measurements never share the CPU. A data-parallel entry (distributed: in the
+# (threads: all cores) and the `timing` resource, of which profiles/default
+# allows 1, so two measurements never share the CPU. profiles/slurm sets no
+# `timing` limit (it would run one timed job at a time on the whole cluster):
+# there each timed job asks for a node's cores (its `cores`) and Slurm's
+# CR_Core keeps jobs off each other's cores. A data-parallel entry (distributed: in the
 # entry) runs one process per GPU or per share of a node's cores: `dawnpipe
 # train` starts them itself, with torchrun locally and srun inside a Slurm job
 # (tasks/nodes/mpi below tell the Slurm plugin to allocate them).
