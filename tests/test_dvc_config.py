@@ -274,3 +274,20 @@ def test_the_dvc_report_passes_the_configured_submission_dirs(tmp_path):
     assert words[at + 1:at + 4] == doc["submission_dirs"] and words[at + 4].startswith("--")
     (params,) = [d for d in report.deps if hasattr(d, "params")]
     assert "submission_dirs" in params.params
+
+
+@pytest.mark.parametrize("rules", [[], ["audit rules.yaml"], ["a.yaml", "b.yaml"]])
+def test_the_dvc_report_passes_the_configured_audit_rules(tmp_path, rules):
+    """As workflow/rules/report.smk: ``--rules`` every file of audit_rules, in
+    order, and no --rules at all for the empty list; the list is a param."""
+    doc = yaml.safe_load((ROOT / "config/config.yaml").read_text(encoding="utf-8"))
+    doc["audit_rules"] = rules
+    (report,) = [s for s in resolve(tmp_path, doc) if s.name.startswith("report@")]
+    words = shlex.split(report.cmd)
+    if not rules:
+        assert "--rules" not in words and "None" not in words
+    else:
+        at = words.index("--rules")
+        assert words[at + 1:at + 1 + len(rules)] == rules and words[at + 1 + len(rules)].startswith("--")
+    (params,) = [d for d in report.deps if hasattr(d, "params")]
+    assert "audit_rules" in params.params

@@ -119,8 +119,8 @@ def test_audit_rules_rerun_only_the_report_with_them(test_workflow):
     (the same --rules as `dawnpipe audit`); setting it reruns the report alone."""
     rules = test_workflow / "audit-rules.yaml"
     rules.write_text("plausible:\n  max_cost_per_hour_usd: 50.0\n")
-    assert planned_jobs(test_workflow, "--config", f"audit_rules={rules}") == {"report": 1}
-    shell = run_snakemake(test_workflow, TARGET[0], "-n", "-p", *TARGET[1:], "--config", f"audit_rules={rules}").stdout
+    assert planned_jobs(test_workflow, "--config", f"audit_rules=[{rules}]") == {"report": 1}
+    shell = run_snakemake(test_workflow, TARGET[0], "-n", "-p", *TARGET[1:], "--config", f"audit_rules=[{rules}]").stdout
     assert f"--rules {rules}" in shell
 
 

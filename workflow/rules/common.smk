@@ -287,10 +287,9 @@ def is_own_export(path):
 
 
 def get_audit_rules(wildcards):
-    """The config's audit_rules (a YAML file merged over the package's audit
-    rules, as ``dawnpipe audit --rules``): an input, so editing it reruns the
-    report; none when unset."""
-    return [config["audit_rules"]] if config.get("audit_rules") else []
+    """The config's audit_rules (YAML files merged over the package's audit
+    rules, as ``dawnpipe audit --rules``): inputs, so editing one reruns the report."""
+    return list(config["audit_rules"])
 
 
 def get_submission_inputs(wildcards):

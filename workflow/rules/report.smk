@@ -23,7 +23,7 @@ rule report:
         runs=get_run_dirs(),
         name=config["name"],
         submissions=config["submission_dirs"],
-        rules=lambda wildcards, input: f"--rules {shlex.quote(input.audit_rules)}" if input.audit_rules else "",
+        rules=lambda wildcards, input: " ".join(["--rules", *map(shlex.quote, input.audit_rules)]) if input.audit_rules else "",
     threads: 1
     resources:
         mem_mb=2000,

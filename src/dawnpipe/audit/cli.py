@@ -24,7 +24,7 @@ def configure(p) -> None:
     p.add_argument("paths", nargs="+", metavar="PATH", help="submission directories or files")
     p.add_argument("--json", type=Path, metavar="FILE", help="also write every verdict, message and figure as JSON")
     p.add_argument("--parquet", type=Path, metavar="FILE", help="also write one row per message as Parquet")
-    add_arguments(p)
+    add_arguments(p, positionals=True)
     p.add_argument("--verbose", "-v", action="store_true", help="also print notes (info) that do not change a status")
 
 

@@ -24,17 +24,18 @@ def _default_rules() -> dict[str, Any]:
     return yaml.safe_load(resources.files(__package__).joinpath("rules.yaml").read_text(encoding="utf-8"))
 
 
-def load_rules(max_bytes: int | None = None, overrides: Path | None = None) -> dict[str, Any]:
-    """The rules, with the keys of the YAML file ``overrides`` merged over
-    them, then the size caps set to ``max_bytes`` when given."""
+def load_rules(max_bytes: int | None = None, overrides: list[Path] | tuple[Path, ...] = ()) -> dict[str, Any]:
+    """The rules, with the keys of each YAML file of ``overrides`` merged over
+    them in order (a later file wins), then the size caps set to ``max_bytes``
+    when given."""
     rules = copy.deepcopy(_default_rules())
-    if overrides is not None:
+    for path in overrides:
         try:
-            doc = yaml.safe_load(Path(overrides).read_text(encoding="utf-8"))
+            doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
         except (yaml.YAMLError, UnicodeDecodeError) as e:
-            raise DawnpipeError(f"{overrides}: not a YAML file of audit rules: {e}") from None
+            raise DawnpipeError(f"{path}: not a YAML file of audit rules: {e}") from None
         if doc is not None:
-            _merge(rules, doc, str(overrides), "")
+            _merge(rules, doc, str(path), "")
     if max_bytes is not None:
         rules["limits"]["max_json_bytes"] = rules["limits"]["max_tsv_bytes"] = int(max_bytes)
     return rules
@@ -62,19 +63,25 @@ def _merge(rules: dict[str, Any], doc: Any, source: str, prefix: str) -> None:
             rules[key] = value
 
 
-def add_arguments(p) -> None:
-    """``--max-bytes`` and ``--rules``, for every command that audits."""
+def add_arguments(p, *, positionals: bool = False) -> None:
+    """``--max-bytes`` and ``--rules``, for every command that audits.
+    ``--rules`` takes several files (as DVC writes a list), or, for a command
+    with positional arguments (``positionals``) that it would swallow, one file
+    per ``--rules``."""
     p.add_argument("--max-bytes", type=int, metavar="N",
                    help="size cap of any one submission file (default: rules.yaml, 256 KiB JSON / 4 MiB TSV)")
-    p.add_argument("--rules", type=Path, metavar="FILE",
-                   help="YAML file of audit rules to change (e.g. the plausible price range), merged over the package's rules.yaml")
+    many = {"action": "append"} if positionals else {"action": "extend", "nargs": "+"}
+    p.add_argument("--rules", type=Path, default=[], metavar="FILE", **many,
+                   help="YAML file(s) of audit rules to change (e.g. the plausible price range), merged in order over the package's "
+                        "rules.yaml" + ("; repeat --rules for several" if positionals else ""))
 
 
 def rules_from_args(args) -> dict[str, Any]:
     if args.max_bytes is not None and args.max_bytes < 1:
         raise UsageError(f"--max-bytes must be a positive number of bytes, got {args.max_bytes}")
-    if args.rules is not None and not args.rules.is_file():
-        raise UsageError(f"--rules {args.rules}: no such file")
+    for path in args.rules:
+        if not path.is_file():
+            raise UsageError(f"--rules {path}: no such file")
     return load_rules(args.max_bytes, args.rules)
 
 
