@@ -15,6 +15,7 @@ model run by Keras directly (eager, batched) on the first items.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,12 +25,12 @@ import numpy as np
 
 from dawnpipe import tf_runtime
 from dawnpipe.errors import DawnpipeError
+from dawnpipe.infer.predictor import check_outputs
 
 tf = tf_runtime.tf
 
 BACKEND = "tf-function"
 CHECK_ITEMS = 256  # items whose logits are compared before timing
-ATOL, RTOL = 1e-3, 1e-3  # same arithmetic, another execution path: float round-off only
 
 
 @dataclass
@@ -62,17 +63,18 @@ def prepare(checkpoint: Path, *, device: str = "auto", threads: int = 1, check_i
         raise DawnpipeError(f"{checkpoint}: no items to check the {BACKEND} graph against the checkpoint")
     items = np.asarray(check_items[:CHECK_ITEMS])
     with tf.device(tf_device):
-        check = check_outputs(reference_logits(model, meta, items), np.stack([item_logits(x).numpy() for x in items]))
+        check = check_outputs(reference_logits(model, meta, items), np.stack([item_logits(x).numpy() for x in items]), backend=BACKEND)
     intra = tf.config.threading.get_intra_op_parallelism_threads()
     return TFPredictor(
         backend=BACKEND, predict=(lambda item: int(answer(item))) if topk == 1 else (lambda item: answer(item).numpy().tolist()),
         device=tf_runtime.device_label(tf_device),
-        threads=intra or 1, precision=meta["precision"],
+        # 0: never set, TensorFlow's own choice (every core), as run.json records it (runinfo.tf_environment)
+        threads=intra or os.cpu_count(), precision=meta["precision"],
         framework_version=f"tensorflow {tf.__version__} (keras {keras.__version__})",
         export_check=check,
         checkpoint={k: meta.get(k) for k in ("epoch", "metric", "metric_value", "reached_threshold")},
         notes={"prepare_seconds": time.perf_counter() - started, "layout": "NHWC",
-               "mixed_precision_policy": keras.mixed_precision.global_policy().name},
+               "mixed_precision_policy": keras.mixed_precision.global_policy().name, "threads_set": bool(intra)},
     )
 
 
@@ -110,14 +112,3 @@ def reference_logits(model, meta: dict[str, Any], items: np.ndarray) -> np.ndarr
     if meta["tta_flip"]:
         logits += tf.cast(model(tf.reverse(x, axis=[2]), training=False), tf.float32)
     return logits.numpy()
-
-
-def check_outputs(reference: np.ndarray, candidate: np.ndarray) -> dict[str, Any]:
-    diff = np.abs(candidate.astype(np.float64) - reference)
-    bad = diff > ATOL + RTOL * np.abs(reference)
-    if bad.any() or not np.isfinite(candidate).all():
-        item, logit = np.argwhere(bad | ~np.isfinite(candidate))[0]
-        raise DawnpipeError(f"backend {BACKEND}: graph disagrees with the checkpoint's model: item {item}, logit {logit}: "
-                            f"{candidate[item, logit]:.6g} instead of {reference[item, logit]:.6g}")
-    return {"items": int(len(reference)), "max_abs_diff": float(diff.max()), "atol": ATOL, "rtol": RTOL,
-            "differing_predictions": int((candidate.argmax(-1) != reference.argmax(-1)).sum())}
