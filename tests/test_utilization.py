@@ -292,3 +292,18 @@ def test_energy_rows_and_exclusions_of_our_runs():
     assert [(r["seed"], r["value"], r["energy_source"]) for r in energy] == [(0, 500.0, "RAPL")]  # seed 1: not measured, not shown
     (dnc,) = [e for e in excluded if "train_time" in e["objectives"]]
     assert dnc["source"] == "runs/e/seed2" and "train_energy" in dnc["objectives"]
+
+
+def test_the_energy_of_a_multi_node_run_is_not_ranked():
+    """Rank 0 samples its own node: a 2-node run's energy is half a figure, excluded with that reason."""
+    from dawnpipe.report.build import objective_rows
+
+    run = {"run": {"entry": "e", "seed": 0, "model": "m", "hardware": "2 x h (4 processes)", "framework": "pytorch", "nodes": 2,
+                   "finished": "2026-01-01T00:00:00"},
+           "tta": {"task": "fashion-mnist", "threshold": 93.0, "demo_threshold": False, "reached": True, "epochs_to_accuracy": 2.0,
+                   "time_to_accuracy_hours": 0.01, "wall_time_to_accuracy_hours": 0.02, "cost_usd": 0.5, "reason": None},
+           "utilization": {"energy": {"energy_to_accuracy_j": 500.0, "run_j": 900.0, "source": "RAPL"}}}
+    rows, excluded = objective_rows([run])
+    assert {r["objective"] for r in rows} == {"train_time", "train_cost"}
+    [energy] = excluded
+    assert energy["objectives"] == ["train_energy"] and "node 0 of 2 only" in energy["reason"]

@@ -76,7 +76,12 @@ def objective_rows(runs: list[dict[str, Any]]) -> tuple[list[dict], list[dict]]:
             if tta["cost_usd"] is not None:
                 rows.append({**common, "objective": "train_cost", "value": tta["cost_usd"]})
             energy = (r.get("utilization") or {}).get("energy") or {}
-            if energy.get("energy_to_accuracy_j") is not None:  # shown only where measured
+            nodes = info.get("nodes") or 1
+            if energy.get("energy_to_accuracy_j") is not None and nodes > 1:
+                # rank 0 samples its own node: a part of the energy, not to be ranked against wholes
+                excluded.append({"source": common["source"], "objectives": ["train_energy"],
+                                 "reason": f"energy measured on node 0 of {nodes} only (each node's counters are not collected)"})
+            elif energy.get("energy_to_accuracy_j") is not None:  # shown only where measured
                 rows.append({**common, "objective": "train_energy", "value": energy["energy_to_accuracy_j"], "energy_source": energy["source"]})
         else:
             measured = ((r.get("utilization") or {}).get("energy") or {}).get("run_j") is not None
