@@ -84,7 +84,9 @@ def test_latency_tables_show_backend_and_threads(page):
     latency = next(t for t in board["objectives"] if t["objective"] == "inference_latency" and t["rows"])
     assert [(r["backend"], r["threads"]) for r in latency["rows"]] == [("onnxruntime", 1), ("eager", 1), ("eager", 1)]
     assert [r["value"] for r in latency["rows"]] == sorted(r["value"] for r in latency["rows"])
-    assert "<td>onnxruntime, 1 thr.</td>" in html
+    # a result over fewer items than the test set (here 200 of 10,000) says so where it is ranked
+    assert '<td>onnxruntime, 1 thr. <span class="tag">200 of 10000 items</span></td>' in html
+    assert all(r["items"] == 200 and r["official_items"] == 10000 for r in latency["rows"])
     # below the threshold: not ranked, listed with its accuracy
     assert [e["source"] for e in board["excluded"]] == [f"runs/{EVIL}/seed0"]
     assert "89.00% with backend onnxruntime-int8" in board["excluded"][0]["reason"]
