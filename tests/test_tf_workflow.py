@@ -57,8 +57,10 @@ def test_both_frameworks_on_one_leaderboard(tf_workflow):
     assert [(r["model"], r["framework"]) for r in compared] == [("resnet20", "pytorch"), ("resnet20", "tensorflow")]
     assert all(r["epoch_seconds_median"] > 0 and r["latency_mean_ms"] > 0 and r["reached_runs"] == 1 for r in compared)
     html = (tf_workflow / "results/leaderboard.html").read_text()
-    assert 'id="framework-fashion-mnist-resnet20-local-cpu-tensorflow"' in html
-    assert 'id="framework-fashion-mnist-resnet20-local-cpu-pytorch"' in html
+    # one row per entry: the same model in both frameworks
+    assert 'id="framework-fashion-mnist-resnet20-local-cpu-tensorflow-resnet20-dawn-tf"' in html
+    assert 'id="framework-fashion-mnist-resnet20-local-cpu-pytorch-resnet20-dawn"' in html
+    assert [r["inference_backends"] for r in compared] == [["eager"], ["tf-function"]]  # each framework's own runtime
 
 
 def test_tf_job_logs_are_not_flooded_by_tensorflow(tf_workflow):
