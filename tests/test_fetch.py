@@ -9,6 +9,7 @@ import gzip
 import hashlib
 import io
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -33,6 +34,15 @@ def idx_gz(array: np.ndarray, tmp_path, name) -> bytes:
     path = tmp_path / f"gen-{name}"
     write_idx(path, array)
     return path.read_bytes()
+
+
+def mirror(tmp_path, files: dict[str, bytes]) -> Path:
+    """A local directory holding ``files``, as a --source."""
+    src = tmp_path / "mirror"
+    src.mkdir()
+    for name, data in files.items():
+        (src / name).write_bytes(data)
+    return src
 
 
 @pytest.fixture()
@@ -150,10 +160,7 @@ def test_http_404_is_a_clear_error(tmp_path, generated):
 
 def test_local_directory_source(tmp_path, generated):
     files, expect = generated
-    src = tmp_path / "mirror"
-    src.mkdir()
-    for name, data in files.items():
-        (src / name).write_bytes(data)
+    src = mirror(tmp_path, files)
     fetch("fashion-mnist", tmp_path / "raw", source=str(src), expect=expect)
     record = json.loads((tmp_path / "raw" / "fetch.json").read_text())
     assert all(f["origin"].startswith(str(src)) for f in record["files"].values())
@@ -206,10 +213,7 @@ def test_a_url_source_naming_another_file_is_refused_naming_the_option(tmp_path,
 
 def test_a_local_source_naming_a_file_means_its_directory(tmp_path, generated):
     files, expect = generated
-    src = tmp_path / "mirror"
-    src.mkdir()
-    for name, data in files.items():
-        (src / name).write_bytes(data)
+    src = mirror(tmp_path, files)
     fetch("fashion-mnist", tmp_path / "raw", source=str(src / "t10k-labels-idx1-ubyte.gz"), expect=expect)
     record = json.loads((tmp_path / "raw" / "fetch.json").read_text())
     assert set(record["files"]) == set(NAMES) and all(f["origin"] == str(src / n) for n, f in record["files"].items())
@@ -268,10 +272,7 @@ def test_expected_text_names_only_what_is_given():
 
 def test_a_local_fetch_leaves_no_partial_directory(tmp_path, generated):
     files, expect = generated
-    src = tmp_path / "mirror"
-    src.mkdir()
-    for name, data in files.items():
-        (src / name).write_bytes(data)
+    src = mirror(tmp_path, files)
     fetch("fashion-mnist", tmp_path / "raw", source=str(src), expect=expect)  # default cache: beside --dest
     assert not (tmp_path / ".raw.partial").exists()
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]

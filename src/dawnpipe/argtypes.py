@@ -23,12 +23,18 @@ def optional_int(text: str) -> int | None:
     """A positive integer, or None/null (= not set, as the config says with null)."""
     if text.strip().lower() in _NULLS:
         return None
+    return positive_int(text, or_null=True)
+
+
+def positive_int(text: str, *, or_null: bool = False) -> int:
+    """A whole number >= 1 (``or_null``: the message says null would do too)."""
+    also = " or null" if or_null else ""
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number or null, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected a whole number{also}, got {text!r}") from None
     if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number >= 1 or null, got {value}")
+        raise argparse.ArgumentTypeError(f"expected a number >= 1{also}, got {value}")
     return value
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dawnpipe.argtypes import positive_int
 from dawnpipe.data.fetch import lazy
 from dawnpipe.data.idx import read_idx
 from dawnpipe.data.squad import prepare_squad
@@ -98,18 +99,6 @@ PREPARERS = {
     "imagenet": lazy("dawnpipe.data.imagenet", "prepare_imagenet"),
 }
 PARALLEL_KINDS = {"imagenet"}  # preparers taking workers=N (decoding processes)
-
-
-def positive_int(text: str) -> int:
-    import argparse
-
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number of processes, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected at least 1 process, got {value}")
-    return value
 
 
 def configure(p) -> None:
