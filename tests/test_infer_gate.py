@@ -153,6 +153,8 @@ def broken_onnxruntime_env(root: Path) -> dict[str, str]:
     (shadow / "__init__.py").write_text('raise ImportError("libonnxruntime.so: cannot open shared object file (simulated broken install)")\n')
     env = tool_env()
     env["PYTHONPATH"] = str(root / "broken-site") + os.pathsep + env["PYTHONPATH"]
+    env["TMPDIR"] = str(root / "tmp")  # the failure's traceback file lands here, not in the machine's /tmp
+    (root / "tmp").mkdir(exist_ok=True)
     return env
 
 
@@ -182,6 +184,8 @@ def test_one_failing_backend_is_named_and_the_others_are_still_measured(tiny):
     assert headline["backend"] == "eager" and [t["backend"] for t in headline["backends_timed"]] == ["eager"]
     [failed] = headline["backends_failed"]
     assert failed["backend"] == "onnxruntime" and failed["error"] == "ImportError" and "libonnxruntime.so" in failed["reason"]
+    [crash] = (tiny["root"] / "tmp").glob("dawnpipe-infer-crash-*.txt")  # the traceback is kept for a bug report
+    assert str(crash) in failed["reason"] and "Traceback" in crash.read_text() and "simulated broken install" in crash.read_text()
     assert "failed: onnxruntime" in proc.stdout
     assert "(demo threshold 0; official 93)" in proc.stdout  # the log says the threshold is a demo one
 
