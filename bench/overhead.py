@@ -18,6 +18,9 @@ Measured 2026-11-22 on the 2-core AMD EPYC VM, nothing else running, torch
 2.13.0+cpu, defaults (fastnet, 2 epochs x 12,000 items, 3 repeats): bare loop
 15.00 / 14.60 / 16.13 s, pipeline 15.11 / 15.25 / 15.49 s; medians 15.00 s and
 15.25 s: harness overhead 1.017x.
+Measured 2026-11-23 on the 2-core Intel Xeon VM, the same way: bare loop
+17.11 / 16.59 / 16.41 s, pipeline 15.97 / 16.61 / 16.71 s; medians 16.59 s and
+16.61 s: harness overhead 1.001x.
 """
 
 from __future__ import annotations
