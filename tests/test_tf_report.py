@@ -91,6 +91,15 @@ def test_no_native_result_at_the_threshold_means_no_latency():
     runs = [make_run("a", "pytorch", 0, [10.0], backend="onnxruntime"), make_run("b", "tensorflow", 0, [20.0], latency_ms=3.0)]
     torch_row, tf_row = framework_comparison(runs)
     assert torch_row["latency_mean_ms"] is None and torch_row["latency_ratio"] is None and tf_row["latency_ratio"] == 1.0
+    assert torch_row["latency_note"] == "not measured" and tf_row["latency_note"] is None
+    assert "(not measured)" in page(runs) and "(none at the threshold)" not in page(runs)  # no eager result at all
+
+
+def test_a_native_result_below_the_threshold_is_told_apart_from_none():
+    runs = [make_run("a", "pytorch", 0, [10.0], latency_ms=1.0), make_run("b", "tensorflow", 0, [20.0], latency_ms=3.0)]
+    runs[0]["latencies"] = [latency("eager", 1.0, meets=False)]
+    torch_row, _ = framework_comparison(runs)
+    assert torch_row["latency_mean_ms"] is None and torch_row["latency_note"] == "none at the threshold"
     assert "(none at the threshold)" in page(runs)
 
 

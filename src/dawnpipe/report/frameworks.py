@@ -58,9 +58,14 @@ def framework_comparison(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def native_latencies(framework: str, run: dict[str, Any]) -> list[dict[str, Any]]:
     """The run's inference results by its framework's own backend that meet the threshold."""
+    return [lat for lat in native_results(framework, run) if lat.get("meets_threshold", True)]
+
+
+def native_results(framework: str, run: dict[str, Any]) -> list[dict[str, Any]]:
+    """The run's inference results by its framework's own backend, whatever their accuracy."""
     native = NATIVE_BACKEND.get(framework)
     results = run.get("latencies") or ([run["latency"]] if run.get("latency") else [])
-    return [lat for lat in results if lat["backend"] == native and lat.get("meets_threshold", True)]
+    return [lat for lat in results if lat["backend"] == native]
 
 
 def _framework_row(framework: str, entry: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -83,4 +88,7 @@ def _framework_row(framework: str, entry: str, runs: list[dict[str, Any]]) -> di
         "latency_mean_ms": float(np.mean(latencies)) if latencies else None,
         "latency_results": len(latencies),  # seeds whose native result met the threshold
         "inference_backends": sorted({lat["backend"] for lat in native}) or [NATIVE_BACKEND.get(framework, "none")],
+        # why there is no latency: measured but below the threshold, or never measured (not the same thing)
+        "latency_note": None if latencies else
+        "none at the threshold" if any(native_results(framework, r) for r in runs) else "not measured",
     }
