@@ -75,18 +75,6 @@ def write_csv(path: str | os.PathLike, frame, **kwargs) -> None:
         frame.to_csv(tmp, index=False, **kwargs)
 
 
-def move_into_place(src: str | os.PathLike, dst: str | os.PathLike) -> None:
-    """Rename ``src`` to ``dst``; across file systems, copy to a temporary beside ``dst`` first."""
-    import shutil
-
-    try:
-        os.replace(src, dst)
-    except OSError:
-        with atomic_path(dst) as tmp:
-            shutil.copyfile(src, tmp)
-        os.unlink(src)
-
-
 def read_json(path: str | os.PathLike) -> Any:
     from dawnpipe.errors import DawnpipeError
 

@@ -104,7 +104,8 @@ def expected_text(spec: dict[str, Any], name: str) -> str:
     if spec.get("bytes") is not None:
         parts.append(f"{spec['bytes']} bytes of content")
     if not has_checksum(spec):
-        return "; ".join([f"expected {', '.join(parts)}"] * bool(parts) + [no_checksum_note(name)])
+        said = [f"expected {', '.join(parts)}"] if parts else []
+        return "; ".join([*said, no_checksum_note(name)])
     return "expected " + ", ".join(parts)
 
 
@@ -124,9 +125,8 @@ def _task_file_names(spec_data: dict[str, Any]) -> set[str]:
     """Every file name the task's data section lists (files, their url_name, archives, label files)."""
     names = set(spec_data.get("files") or {})
     names |= {f["url_name"] for f in (spec_data.get("files") or {}).values() if isinstance(f, dict) and f.get("url_name")}
-    for key in ("archive",):
-        if isinstance(spec_data.get(key), str):
-            names.add(spec_data[key])
+    if isinstance(spec_data.get("archive"), str):
+        names.add(spec_data["archive"])
     for split in ("train", "test"):
         if isinstance(spec_data.get(split), dict) and spec_data[split].get("archive"):
             names.add(spec_data[split]["archive"])
@@ -147,16 +147,15 @@ def source_directory(source: str, spec_data: dict[str, Any]) -> str:
         if not last:
             return source
         names = _task_file_names(spec_data)
+        parent = urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path[: -len(last)], "", ""))
         if last in names:
-            parent = urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path[: -len(last)], "", ""))
             print(f"fetch: --source {source} names the file {last}; taking the files from its directory {parent}")
             return parent
         if last.lower().endswith(FILE_SUFFIXES):
             listed = ", ".join(sorted(names)) or "none listed"
             raise DawnpipeError(
                 f"--source {source}: points at a file ({last}), which is not one of this task's files ({listed}); "
-                "give the URL of the directory that holds them, e.g. "
-                f"{urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path[: -len(last)], '', ''))}")
+                f"give the URL of the directory that holds them, e.g. {parent}")
         return source
     path = Path(source)
     if path.is_file():

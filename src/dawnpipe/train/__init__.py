@@ -1,5 +1,8 @@
 """Training: one entry, one seed, one per-epoch log (see dawnpipe.train.cli)."""
 
+import contextlib
+from typing import Any
+
 from dawnpipe.errors import DawnpipeError
 
 
@@ -7,3 +10,13 @@ class EntryError(DawnpipeError):
     """A field of the entry being trained is wrong. The trainers know the
     entry, not its file: the message starts with the field, and train.cli
     puts the entry file's path in front."""
+
+
+@contextlib.contextmanager
+def naming_the_model(entry: dict[str, Any]):
+    """Building the entry's network (either framework's zoo): an unknown
+    ``model`` or a bad ``model_args`` is an EntryError naming both."""
+    try:
+        yield
+    except (ValueError, TypeError) as e:  # unknown name, depth or key (TypeError: an unexpected keyword argument)
+        raise EntryError(f"model {entry['model']!r} with model_args {entry['model_args']}: {e}") from None

@@ -251,5 +251,6 @@ class EpochGuard:
 
     def summary(self) -> dict[str, Any]:
         """run.json's ``result.lost_training_seconds`` and ``result.interruptions``."""
-        records = self.journal.records if self.journal is not None else []
-        return {"lost_training_seconds": sum(r["lost_seconds"] for r in records), "interruptions": records}
+        if self.journal is None:
+            return {"lost_training_seconds": 0.0, "interruptions": []}
+        return {"lost_training_seconds": self.journal.lost_total, "interruptions": self.journal.records}

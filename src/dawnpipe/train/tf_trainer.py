@@ -46,7 +46,7 @@ from dawnpipe.entries import config_hash
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.tasks import get_task
 from dawnpipe.telemetry import mark_training_clock
-from dawnpipe.train import EntryError
+from dawnpipe.train import EntryError, naming_the_model
 from dawnpipe.train.interruptions import EpochGuard, StopRequest
 from dawnpipe.train.logbook import Logbook
 from dawnpipe.train.outputs import Outputs, publish_checkpoint  # noqa: F401 (Outputs: the trainer contract train.cli uses)
@@ -87,7 +87,7 @@ def check_entry(entry: dict[str, Any]) -> None:
 
     if entry["hyperparameters"]["augment"].get("random_resized_crop", {}).get("size"):
         raise EntryError("hyperparameters.augment.random_resized_crop is not implemented by the TensorFlow trainer")
-    with _naming_the_model(entry):
+    with naming_the_model(entry):
         model_spec(entry["model"], **entry["model_args"])
 
 
@@ -95,16 +95,8 @@ def model_from_entry(entry: dict[str, Any], *, image_shape: tuple[int, ...], num
     """The entry's Keras network; an unknown ``model`` or a bad ``model_args`` is an error naming both."""
     from dawnpipe.models.tf_zoo import build_model
 
-    with _naming_the_model(entry):
+    with naming_the_model(entry):
         return build_model(entry["model"], input_shape=image_shape, num_classes=num_classes, **entry["model_args"])
-
-
-@contextlib.contextmanager
-def _naming_the_model(entry: dict[str, Any]):
-    try:
-        yield
-    except (ValueError, TypeError) as e:  # unknown model, depth or key (TypeError: an unexpected keyword argument)
-        raise EntryError(f"model {entry['model']!r} with model_args {entry['model_args']}: {e}") from None
 
 
 def check_supported(entry: dict[str, Any], split: Split) -> None:

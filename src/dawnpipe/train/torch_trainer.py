@@ -43,7 +43,7 @@ from dawnpipe.fileio import atomic_path
 from dawnpipe.models.torch_zoo import build_model
 from dawnpipe.tasks import get_task
 from dawnpipe.telemetry import mark_training_clock
-from dawnpipe.train import EntryError
+from dawnpipe.train import EntryError, naming_the_model
 from dawnpipe.train import distributed as ddp
 from dawnpipe.train.data_source import device_images, draw_resized_crop, epoch_batches, image_stats, resized_crop
 from dawnpipe.train.distributed import SINGLE, Rank
@@ -205,10 +205,8 @@ def build_optimizer(model, hp):
 
 def model_from_entry(entry: dict[str, Any], *, in_channels: int, num_classes: int) -> torch.nn.Module:
     """The entry's network; an unknown ``model`` or a bad ``model_args`` is an error naming both."""
-    try:
+    with naming_the_model(entry):
         return build_model(entry["model"], in_channels=in_channels, num_classes=num_classes, **entry["model_args"])
-    except (ValueError, TypeError) as e:  # unknown name, depth or key (TypeError: an unexpected keyword argument)
-        raise EntryError(f"model {entry['model']!r} with model_args {entry['model_args']}: {e}") from None
 
 
 def check_entry(entry: dict[str, Any]) -> None:
