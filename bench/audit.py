@@ -61,10 +61,15 @@ def generate(dest: Path, n: int, seed: int = 0) -> int:
         quirk = rng.random() < 0.1
         broken = rng.random() < 0.02
         meta = {
-            "version": "v1.0", "author": f"team {i % 97}", "authorEmail": f"t{i % 97}@example.org",
-            "framework": rng.choice(["PyTorch 1.0", "TensorFlow 1.12", "MXNet 1.3"]), "codeURL": "https://example.org/code",
-            "model": f"ResNet-{rng.choice([9, 18, 50, 152])}", "hardware": rng.choice(["1 V100", "8 V100", "TPUv2", "16 CPU"]),
-            "costPerHour": round(rng.uniform(0.5, 30), 3), "timestamp": f"2018-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}",
+            "version": "v1.0",
+            "author": f"team {i % 97}",
+            "authorEmail": f"t{i % 97}@example.org",
+            "framework": rng.choice(["PyTorch 1.0", "TensorFlow 1.12", "MXNet 1.3"]),
+            "codeURL": "https://example.org/code",
+            "model": f"ResNet-{rng.choice([9, 18, 50, 152])}",
+            "hardware": rng.choice(["1 V100", "8 V100", "TPUv2", "16 CPU"]),
+            "costPerHour": round(rng.uniform(0.5, 30), 3),
+            "timestamp": f"2018-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}",
             "misc": {"batchSize": rng.choice([128, 256, 512])},
         }
         if quirk:
@@ -105,8 +110,7 @@ def generate(dest: Path, n: int, seed: int = 0) -> int:
             d.mkdir(parents=True, exist_ok=True)
             price = meta.pop("costPerHour") or 1.0
             latency = rng.uniform(0.1, 50)
-            meta.update(latency=latency, cost=latency / 3.6e6 * price,
-                        **{metric: round(THRESHOLD[task] * rng.uniform(1.0, 1.02), 4 if scale == 1 else 2)})
+            meta.update(latency=latency, cost=latency / 3.6e6 * price, **{metric: round(THRESHOLD[task] * rng.uniform(1.0, 1.02), 4 if scale == 1 else 2)})
             if broken:
                 meta[metric] = 104.0 if scale == 100 else 75.0
             (d / f"{name}.json").write_text(json.dumps(meta, indent=2))
@@ -132,15 +136,22 @@ def measure(label: str, path: Path, files: int, repeats: int) -> tuple[float, fl
     runs = [audit_once(path) for _ in range(repeats)]
     wall = statistics.median(r[0] for r in runs)
     cpu = statistics.median(r[1] for r in runs)
-    print(f"{label}: {files:,} files, wall {wall:.3f} s (median of {repeats}; min {min(r[0] for r in runs):.3f}), "
-          f"CPU {cpu:.3f} s, {files / wall:,.0f} files/s wall, exit code {runs[0][2]}", flush=True)
+    print(
+        f"{label}: {files:,} files, wall {wall:.3f} s (median of {repeats}; min {min(r[0] for r in runs):.3f}), "
+        f"CPU {cpu:.3f} s, {files / wall:,.0f} files/s wall, exit code {runs[0][2]}",
+        flush=True,
+    )
     return wall, cpu
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--entries", type=Path, default=ROOT.parent / "shared" / "dawnbench-entries",
-                   help="the shared corpus of real submissions (default: ../shared/dawnbench-entries)")
+    p.add_argument(
+        "--entries",
+        type=Path,
+        default=ROOT.parent / "shared" / "dawnbench-entries",
+        help="the shared corpus of real submissions (default: ../shared/dawnbench-entries)",
+    )
     p.add_argument("--submissions", type=int, default=10_000, help="size of the large generated corpus")
     p.add_argument("--repeats", type=int, default=5, help="audits of the shared corpus (the median counts)")
     args = p.parse_args()
@@ -162,8 +173,11 @@ def main() -> None:
         large_wall, large_cpu = measure(f"generated {args.submissions:,} submissions", large, large_files, 1)
         per_small = (small_cpu - fixed_cpu) / small_files
         per_large = (large_cpu - fixed_cpu) / large_files
-        print(f"CPU per file after start-up: {1e3 * per_small:.3f} ms ({args.submissions // 10:,} submissions), "
-              f"{1e3 * per_large:.3f} ms ({args.submissions:,}): {per_large / per_small:.2f}x (1 or less: time grows at most linearly)", flush=True)
+        print(
+            f"CPU per file after start-up: {1e3 * per_small:.3f} ms ({args.submissions // 10:,} submissions), "
+            f"{1e3 * per_large:.3f} ms ({args.submissions:,}): {per_large / per_small:.2f}x (1 or less: time grows at most linearly)",
+            flush=True,
+        )
     print(f"audit throughput: {large_files / large_wall:.0f} files/s")
 
 

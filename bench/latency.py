@@ -113,22 +113,28 @@ def main(argv: list[str] | None = None) -> int:
     inference = kind.load(task, args.data, None)
     n = len(inference.items)
     names = ["eager", *[b for b in args.backends if b != "eager"]]
-    print(f"bench/latency: {args.checkpoint} ({n} test images, one at a time, {args.threads} thread(s), {args.warmup} warm-up items, "
-          f"{args.rounds} rounds; threshold {threshold:g}%; {os.cpu_count()} CPUs, torch {torch.__version__}; "
-          f"load average {os.getloadavg()[0]:.1f})", flush=True)
+    print(
+        f"bench/latency: {args.checkpoint} ({n} test images, one at a time, {args.threads} thread(s), {args.warmup} warm-up items, "
+        f"{args.rounds} rounds; threshold {threshold:g}%; {os.cpu_count()} CPUs, torch {torch.__version__}; "
+        f"load average {os.getloadavg()[0]:.1f})",
+        flush=True,
+    )
     predictors = {}
     for name in names:
         predictors[name] = prepare(name, args.checkpoint, inference, args.threads)
-        print(f"{name:>17}: prepared in {predictors[name].notes.get('prepare_seconds', float('nan')):.1f}s, "
-              f"{predictors[name].precision}, check against the checkpoint: {predictors[name].export_check}", flush=True)
+        print(
+            f"{name:>17}: prepared in {predictors[name].notes.get('prepare_seconds', float('nan')):.1f}s, "
+            f"{predictors[name].precision}, check against the checkpoint: {predictors[name].export_check}",
+            flush=True,
+        )
     seconds = {name: [] for name in names}
     answers = {name: [] for name in names}
     bounds = np.linspace(0, n, args.rounds + 1).astype(int)
     for r, (lo, hi) in enumerate(zip(bounds, bounds[1:])):
-        order = names[r % len(names):] + names[:r % len(names)]
+        order = names[r % len(names) :] + names[: r % len(names)]
         for name in order:
             pred = predictors[name]
-            for item in inference.items[lo:lo + (args.warmup if r == 0 else REWARM)]:
+            for item in inference.items[lo : lo + (args.warmup if r == 0 else REWARM)]:
                 pred.predict(item)  # untimed (the first block's items are timed right after, like the infer stage's warm-up)
             times = time_items(pred.predict, inference.items[lo:hi], sync=pred.sync, desc=f"{name} block {r + 1}/{args.rounds}")
             seconds[name].append(times.seconds)
@@ -138,10 +144,12 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         stats = latency_stats(np.concatenate(seconds[name]))
         accuracy = kind.score(task, answers[name], inference).value
-        results.append({"backend": name, "precision": predictors[name].precision, "accuracy": accuracy,
-                        "answers": np.asarray(answers[name]), **stats})
-        print(f"{name:>17}: mean {stats['latency_mean_ms']:.4f} ms  p50 {stats['latency_p50_ms']:.4f}  p90 {stats['latency_p90_ms']:.4f}  "
-              f"p99 {stats['latency_p99_ms']:.4f}  max {stats['latency_max_ms']:.4f}  accuracy {accuracy:.2f}%", flush=True)
+        results.append({"backend": name, "precision": predictors[name].precision, "accuracy": accuracy, "answers": np.asarray(answers[name]), **stats})
+        print(
+            f"{name:>17}: mean {stats['latency_mean_ms']:.4f} ms  p50 {stats['latency_p50_ms']:.4f}  p90 {stats['latency_p90_ms']:.4f}  "
+            f"p99 {stats['latency_p99_ms']:.4f}  max {stats['latency_max_ms']:.4f}  accuracy {accuracy:.2f}%",
+            flush=True,
+        )
     eager = results[0]
     unchanged = [r for r in results[1:] if abs(r["accuracy"] - eager["accuracy"]) <= args.max_accuracy_change + 1e-9 and r["accuracy"] >= threshold]
     if not unchanged:
@@ -150,15 +158,19 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     best = min(unchanged, key=lambda r: r["latency_mean_ms"])
     differ = int((best["answers"] != eager["answers"]).sum())
-    print(f"best: {best['backend']}: accuracy {best['accuracy']:.2f}% vs eager {eager['accuracy']:.2f}% "
-          f"({differ} of {n} answers differ from eager's); p50 ratio {eager['latency_p50_ms'] / best['latency_p50_ms']:.2f}x")
+    print(
+        f"best: {best['backend']}: accuracy {best['accuracy']:.2f}% vs eager {eager['accuracy']:.2f}% "
+        f"({differ} of {n} answers differ from eager's); p50 ratio {eager['latency_p50_ms'] / best['latency_p50_ms']:.2f}x"
+    )
     speedup = eager["latency_mean_ms"] / best["latency_mean_ms"]
     fp32 = [r for r in unchanged if r["precision"] == "fp32"]
     if fp32:
         best32 = min(fp32, key=lambda r: r["latency_mean_ms"])
         speedup32 = eager["latency_mean_ms"] / best32["latency_mean_ms"]
-        print(f"best fp32 (not quantised): {best32['backend']}: latency speedup over eager {speedup32:.2f}x "
-              f"(p50 ratio {eager['latency_p50_ms'] / best32['latency_p50_ms']:.2f}x)")
+        print(
+            f"best fp32 (not quantised): {best32['backend']}: latency speedup over eager {speedup32:.2f}x "
+            f"(p50 ratio {eager['latency_p50_ms'] / best32['latency_p50_ms']:.2f}x)"
+        )
     else:
         best32, speedup32 = None, None
         print(f"best fp32 (not quantised): none of {', '.join(names[1:])} is an fp32 backend that kept eager's accuracy")
@@ -174,10 +186,15 @@ def target_note(target: float, best: dict, speedup: float, best32: dict | None, 
     if speedup < target:
         return head + f"not met (best {best['backend']} {speedup:.2f}x)"
     if best["precision"] == "fp32" or fp32_met:
-        return head + f"met by {best['backend']} ({speedup:.2f}x)" + (
-            f" and by fp32 {best32['backend']} ({speedup32:.2f}x)" if best32 is not None and best32 is not best and fp32_met else "")
-    return head + (f"met only by {best['precision']} ({best['backend']} {speedup:.2f}x); "
-                   + (f"the best fp32 backend, {best32['backend']}, reaches {speedup32:.2f}x" if best32 is not None else "no fp32 backend kept the accuracy"))
+        return (
+            head
+            + f"met by {best['backend']} ({speedup:.2f}x)"
+            + (f" and by fp32 {best32['backend']} ({speedup32:.2f}x)" if best32 is not None and best32 is not best and fp32_met else "")
+        )
+    return head + (
+        f"met only by {best['precision']} ({best['backend']} {speedup:.2f}x); "
+        + (f"the best fp32 backend, {best32['backend']}, reaches {speedup32:.2f}x" if best32 is not None else "no fp32 backend kept the accuracy")
+    )
 
 
 if __name__ == "__main__":

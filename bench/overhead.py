@@ -102,17 +102,52 @@ def pipeline_seconds(entry: Path, data: Path, items: int, epochs: int, threads: 
     # a threshold above 100% keeps every epoch of the (shortened) budget running
     short = short_entry(entry, epochs, out)
     run = out / "run.json"
-    subprocess.run([sys.executable, "-m", "dawnpipe", "train", "--entry", str(short), "--seed", str(seed), "--data", str(data),
-                    "--tsv", str(out / "train.tsv"), "--log-parquet", str(out / "train.parquet"), "--checkpoint", str(out / "model.pt"),
-                    "--run-json", str(run), "--threshold", "101", "--train-limit", str(items), "--test-limit", "1000",
-                    "--threads", str(threads), "--no-resume"], check=True, env=env(), stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dawnpipe",
+            "train",
+            "--entry",
+            str(short),
+            "--seed",
+            str(seed),
+            "--data",
+            str(data),
+            "--tsv",
+            str(out / "train.tsv"),
+            "--log-parquet",
+            str(out / "train.parquet"),
+            "--checkpoint",
+            str(out / "model.pt"),
+            "--run-json",
+            str(run),
+            "--threshold",
+            "101",
+            "--train-limit",
+            str(items),
+            "--test-limit",
+            "1000",
+            "--threads",
+            str(threads),
+            "--no-resume",
+        ],
+        check=True,
+        env=env(),
+        stdout=subprocess.DEVNULL,
+    )
     return json.loads(run.read_text())["result"]["training_hours"] * 3600.0
 
 
 def bare_seconds(entry: Path, data: Path, items: int, epochs: int, threads: int, seed: int, out: Path) -> float:
     short = short_entry(entry, epochs, out)  # the same schedule as the pipeline's
-    proc = subprocess.run([sys.executable, "-c", BARE, str(short), str(data), str(items), str(epochs), str(threads), str(seed)],
-                          check=True, env=env(), capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", BARE, str(short), str(data), str(items), str(epochs), str(threads), str(seed)],
+        check=True,
+        env=env(),
+        capture_output=True,
+        text=True,
+    )
     return json.loads(proc.stdout.strip().splitlines()[-1])["seconds"]
 
 
@@ -136,7 +171,9 @@ def main() -> None:
                 store.append(t)
                 print(f"repeat {i + 1}/{args.repeats}  {name}  {t:8.2f} s training clock", flush=True)
         b, q = statistics.median(bare), statistics.median(pipe)
-        print(f"median bare loop {b:.2f} s, pipeline {q:.2f} s ({args.epochs} epochs x {args.items} items, {args.threads} threads, {time.strftime('%Y-%m-%d')})")
+        print(
+            f"median bare loop {b:.2f} s, pipeline {q:.2f} s ({args.epochs} epochs x {args.items} items, {args.threads} threads, {time.strftime('%Y-%m-%d')})"
+        )
         print(f"harness overhead: {q / b:.3f}x")
 
 

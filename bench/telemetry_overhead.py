@@ -47,10 +47,34 @@ def dawnpipe(*args: str) -> None:
 def train_seconds(entry: Path, data: Path, items: int, threads: int, interval: float, out: Path) -> float:
     run = out / "run.json"
     # a threshold above 100% keeps every epoch of the budget running
-    dawnpipe("train", "--entry", str(entry), "--seed", "0", "--data", str(data), "--tsv", str(out / "train.tsv"),
-             "--log-parquet", str(out / "train.parquet"), "--checkpoint", str(out / "model.pt"), "--run-json", str(run),
-             "--threshold", "101", "--train-limit", str(items), "--test-limit", "500", "--threads", str(threads),
-             "--no-resume", "--telemetry-interval", str(interval))
+    dawnpipe(
+        "train",
+        "--entry",
+        str(entry),
+        "--seed",
+        "0",
+        "--data",
+        str(data),
+        "--tsv",
+        str(out / "train.tsv"),
+        "--log-parquet",
+        str(out / "train.parquet"),
+        "--checkpoint",
+        str(out / "model.pt"),
+        "--run-json",
+        str(run),
+        "--threshold",
+        "101",
+        "--train-limit",
+        str(items),
+        "--test-limit",
+        "500",
+        "--threads",
+        str(threads),
+        "--no-resume",
+        "--telemetry-interval",
+        str(interval),
+    )
     return json.loads(run.read_text())["result"]["training_hours"] * 3600.0
 
 
@@ -65,8 +89,10 @@ def tick_cost(interval: float, ticks: int = 300) -> None:
             s._tick()
         per_tick = (time.thread_time() - cpu) / ticks
         s.stop()
-    print(f"sampler CPU per tick: {per_tick * 1e6:.0f} us (sources: {', '.join(v for v in s.sources.values())}); "
-          f"at one tick per {interval:g} s: {100 * per_tick / interval:.3f}% of one core")
+    print(
+        f"sampler CPU per tick: {per_tick * 1e6:.0f} us (sources: {', '.join(v for v in s.sources.values())}); "
+        f"at one tick per {interval:g} s: {100 * per_tick / interval:.3f}% of one core"
+    )
 
 
 def main() -> None:
@@ -100,8 +126,10 @@ def main() -> None:
                 print(f"repeat {i + 1}/{args.repeats}  telemetry {side:<3}  {t:8.2f} s training clock  (load average {os.getloadavg()[0]:.1f})", flush=True)
         off, on = statistics.median(times["off"]), statistics.median(times["on"])
         spread = (max(times["off"]) - min(times["off"])) / off
-        print(f"median off {off:.2f} s, on {on:.2f} s; spread of 'off' runs {100 * spread:.1f}% "
-              f"({args.epochs} epoch(s) x {args.items} items, {args.threads} threads, interval {args.interval:g} s)")
+        print(
+            f"median off {off:.2f} s, on {on:.2f} s; spread of 'off' runs {100 * spread:.1f}% "
+            f"({args.epochs} epoch(s) x {args.items} items, {args.threads} threads, interval {args.interval:g} s)"
+        )
         print(f"telemetry overhead: {on / off:.3f}x")
 
 

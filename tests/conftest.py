@@ -31,8 +31,7 @@ def tool_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 def run_cli(*args: str, cwd: Path | None = None, check: bool = False, timeout: float = 600, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run ``python -m dawnpipe ARGS`` for real; returns the completed process (text)."""
-    proc = subprocess.run([sys.executable, "-m", "dawnpipe", *args], cwd=cwd, env=env or tool_env(),
-                          capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run([sys.executable, "-m", "dawnpipe", *args], cwd=cwd, env=env or tool_env(), capture_output=True, text=True, timeout=timeout)
     if check and proc.returncode != 0:
         raise AssertionError(f"dawnpipe {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc
@@ -84,10 +83,13 @@ def fashion_mnist_source(tmp_path_factory) -> str:
 
     try:
         return str(fetch("fashion-mnist", tmp_path_factory.mktemp("fashion-mnist") / "raw"))
-    except Exception as e:  # noqa: BLE001 - whatever stopped the download is the message
-        pytest.fail(f"no Fashion-MNIST: the Debian package dataset-fashion-mnist is not installed "
-                    f"(`make setup` installs it as root or with sudo where apt is usable) and the official "
-                    f"download failed: {e}", pytrace=False)
+    except Exception as e:
+        pytest.fail(
+            f"no Fashion-MNIST: the Debian package dataset-fashion-mnist is not installed "
+            f"(`make setup` installs it as root or with sudo where apt is usable) and the official "
+            f"download failed: {e}",
+            pytrace=False,
+        )
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import http.server
 import threading
-from typing import Iterator
+from collections.abc import Iterator
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -31,7 +31,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         body = self.files[name]
         fault = self.faults.get(name, []).pop(0) if self.faults.get(name) else None
         if fault == "corrupt":
-            body = body[:len(body) // 2] + bytes([body[len(body) // 2] ^ 0xFF]) + body[len(body) // 2 + 1:]
+            body = body[: len(body) // 2] + bytes([body[len(body) // 2] ^ 0xFF]) + body[len(body) // 2 + 1 :]
         start = 0
         rng = self.headers.get("Range")
         if rng and rng.startswith("bytes=") and fault != "ignore-range":

@@ -23,7 +23,9 @@ class NVMLError(Exception):
         self.value = value
 
     def __str__(self):
-        return {NVML_ERROR_NOT_SUPPORTED: "Not Supported", NVML_ERROR_LIBRARY_NOT_FOUND: "NVML Shared Library Not Found"}.get(self.value, f"NVML error {self.value}")
+        return {NVML_ERROR_NOT_SUPPORTED: "Not Supported", NVML_ERROR_LIBRARY_NOT_FOUND: "NVML Shared Library Not Found"}.get(
+            self.value, f"NVML error {self.value}"
+        )
 
 
 @dataclass

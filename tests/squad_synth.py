@@ -17,8 +17,7 @@ from pathlib import Path
 
 FIRST = ["Ada", "Boris", "Chiara", "Dmitri", "Elena", "Farid", "Greta", "Hugo", "Ines", "Jonas", "Keiko", "Lars"]
 LAST = ["Moreau", "Novak", "Okafor", "Petrov", "Quist", "Rossi", "Silva", "Tanaka", "Ulrich", "Varga", "Weber", "Young"]
-CITIES = ["Lyon", "Porto", "Kraków", "Québec", "São Paulo", "Turin", "Ghent", "Bergen", "Cork", "Lund", "Graz", "Basel",
-          "New Haven", "Le Havre"]
+CITIES = ["Lyon", "Porto", "Kraków", "Québec", "São Paulo", "Turin", "Ghent", "Bergen", "Cork", "Lund", "Graz", "Basel", "New Haven", "Le Havre"]
 COUNTRIES = ["Freedonia", "Sylvania", "Borduria", "Syldavia", "Genovia", "Latveria", "Elbonia", "Moldavia"]
 INSTRUMENTS = ["violin", "cello", "piano", "flute", "oboe", "harp", "trumpet", "clarinet"]
 
@@ -44,7 +43,7 @@ class _Paragraph:
 
 def _paragraph(rng: random.Random, qid: str, dev: bool) -> dict:
     p = _Paragraph()
-    people = [f"{f} {l}" for f, l in zip(rng.sample(FIRST, 2), rng.sample(LAST, 2))]
+    people = [f"{first} {last}" for first, last in zip(rng.sample(FIRST, 2), rng.sample(LAST, 2))]
     facts = []
     for person in people:
         city, year, instrument = rng.choice(CITIES), str(rng.randint(1800, 1999)), rng.choice(INSTRUMENTS)
@@ -74,9 +73,10 @@ def _paragraph(rng: random.Random, qid: str, dev: bool) -> dict:
             at = p.say("The capital of ", country, " is ", (capital,), ".")
             qas.append((f"What is the capital of {country}?", [(capital, at[(capital,)])]))
     rng.shuffle(qas)
-    return {"context": p.text, "qas": [
-        {"id": f"{qid}-{n}", "question": q, "answers": [{"answer_start": s, "text": t} for t, s in answers]}
-        for n, (q, answers) in enumerate(qas[:4])]}
+    return {
+        "context": p.text,
+        "qas": [{"id": f"{qid}-{n}", "question": q, "answers": [{"answer_start": s, "text": t} for t, s in answers]} for n, (q, answers) in enumerate(qas[:4])],
+    }
 
 
 def squad_document(articles: int, paragraphs: int, seed: int, dev: bool = False) -> dict:
@@ -92,8 +92,10 @@ def write_squad_files(directory: Path, train_articles: int = 30, dev_articles: i
     """train-v1.1.json and dev-v1.1.json in ``directory``, as the official files are laid out."""
     directory.mkdir(parents=True, exist_ok=True)
     paths = {}
-    for name, doc in (("train-v1.1.json", squad_document(train_articles, paragraphs, seed=1)),
-                      ("dev-v1.1.json", squad_document(dev_articles, paragraphs, seed=2, dev=True))):
+    for name, doc in (
+        ("train-v1.1.json", squad_document(train_articles, paragraphs, seed=1)),
+        ("dev-v1.1.json", squad_document(dev_articles, paragraphs, seed=2, dev=True)),
+    ):
         paths[name] = directory / name
         paths[name].write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
     return paths

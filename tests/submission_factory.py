@@ -14,9 +14,16 @@ CIFAR_TSV = "epoch\thours\ttop1Accuracy\n1\t0.01\t80.5\n2\t0.02\t91.0\n3\t0.03\t
 
 def train_meta(**over: Any) -> dict[str, Any]:
     doc = {
-        "version": "v1.0", "author": "Test Team", "authorEmail": "team@example.org", "framework": "PyTorch 1.0",
-        "codeURL": "https://example.org/code", "model": "ResNet 9", "hardware": "1 V100 (AWS p3.2xlarge)",
-        "costPerHour": 3.06, "timestamp": "2019-01-02", "misc": {"batchSize": 512},
+        "version": "v1.0",
+        "author": "Test Team",
+        "authorEmail": "team@example.org",
+        "framework": "PyTorch 1.0",
+        "codeURL": "https://example.org/code",
+        "model": "ResNet 9",
+        "hardware": "1 V100 (AWS p3.2xlarge)",
+        "costPerHour": 3.06,
+        "timestamp": "2019-01-02",
+        "misc": {"batchSize": 512},
     }
     doc.update(over)
     return {k: v for k, v in doc.items() if v is not _DROP}
@@ -76,8 +83,16 @@ def submission(report, name: str):
 
 
 # ------------------------------------------------------------ our own runs
-def run_dir(root: Path, entry: str = "fastnet", seed: int = 0, *, threshold: float = 70.0, tsv: str | None = None,
-            latencies: list[dict[str, Any]] | None = None, usd_per_hour: float | None = 0.10264) -> Path:
+def run_dir(
+    root: Path,
+    entry: str = "fastnet",
+    seed: int = 0,
+    *,
+    threshold: float = 70.0,
+    tsv: str | None = None,
+    latencies: list[dict[str, Any]] | None = None,
+    usd_per_hour: float | None = 0.10264,
+) -> Path:
     """A run directory as the train/extract/infer stages leave it (run.json,
     train.tsv, train.parquet, time_to_accuracy.json, latency*.json), for a
     Fashion-MNIST run; the records are checked against the result schemas."""
@@ -96,33 +111,83 @@ def run_dir(root: Path, entry: str = "fastnet", seed: int = 0, *, threshold: flo
     log.to_parquet(d / "train.parquet", index=False)
     tta = time_to_accuracy(epochs, hours, acc, threshold)
     run = {
-        "entry": entry, "seed": seed, "task": "fashion-mnist", "framework": "pytorch", "model": entry, "hardware": "local-cpu",
-        "threshold": threshold, "official_threshold": 93.0, "demo_threshold": threshold != 93.0, "config_hash": "c0ffee",
-        "data_manifest_sha256": "d00d", "started": "2026-11-21T10:00:00+00:00", "finished": "2026-11-21T10:05:00+00:00",
+        "entry": entry,
+        "seed": seed,
+        "task": "fashion-mnist",
+        "framework": "pytorch",
+        "model": entry,
+        "hardware": "local-cpu",
+        "threshold": threshold,
+        "official_threshold": 93.0,
+        "demo_threshold": threshold != 93.0,
+        "config_hash": "c0ffee",
+        "data_manifest_sha256": "d00d",
+        "started": "2026-11-21T10:00:00+00:00",
+        "finished": "2026-11-21T10:05:00+00:00",
         "result": {"train_items": 60000, "test_items": 10000},
-        "environment": {"cpu_model": "Test CPU", "cpu_count": 2, "threads": 2, "framework": "pytorch", "framework_version": "2.13.0+cpu",
-                        "python": "3.11", "device": "cpu", "git": {"commit": None, "dirty": None}, "gpus": []},
+        "environment": {
+            "cpu_model": "Test CPU",
+            "cpu_count": 2,
+            "threads": 2,
+            "framework": "pytorch",
+            "framework_version": "2.13.0+cpu",
+            "python": "3.11",
+            "device": "cpu",
+            "git": {"commit": None, "dirty": None},
+            "gpus": [],
+        },
         "settings": {"entry": {"description": "test entry", "hyperparameters": {"batch_size": 256}}},
     }
     (d / "run.json").write_text(json.dumps(run))
     record = {
-        "entry": entry, "seed": seed, "task": "fashion-mnist", "model": entry, "framework": "pytorch", "hardware": "local-cpu",
-        "threshold": threshold, "official_threshold": 93.0, "demo_threshold": threshold != 93.0, "reached": tta.reached,
-        "epochs_to_accuracy": tta.epoch, "time_to_accuracy_hours": tta.hours,
-        "wall_time_to_accuracy_hours": None if tta.hours is None else tta.hours * 1.1, "usd_per_hour": usd_per_hour,
+        "entry": entry,
+        "seed": seed,
+        "task": "fashion-mnist",
+        "model": entry,
+        "framework": "pytorch",
+        "hardware": "local-cpu",
+        "threshold": threshold,
+        "official_threshold": 93.0,
+        "demo_threshold": threshold != 93.0,
+        "reached": tta.reached,
+        "epochs_to_accuracy": tta.epoch,
+        "time_to_accuracy_hours": tta.hours,
+        "wall_time_to_accuracy_hours": None if tta.hours is None else tta.hours * 1.1,
+        "usd_per_hour": usd_per_hour,
         "cost_usd": None if tta.hours is None or usd_per_hour is None else tta.hours * usd_per_hour,
-        "best_metric": tta.best_metric, "epochs_run": epochs[-1], "training_hours": hours[-1], "metric": "top1Accuracy",
+        "best_metric": tta.best_metric,
+        "epochs_run": epochs[-1],
+        "training_hours": hours[-1],
+        "metric": "top1Accuracy",
         "reason": None if tta.reached else f"did not converge: best top1Accuracy {tta.best_metric:.2f}% < {threshold:.2f}%",
     }
     validate(TimeToAccuracyResult, pd.DataFrame([record]), "test run")
     (d / "time_to_accuracy.json").write_text(json.dumps(record))
     for i, over in enumerate(latencies if latencies is not None else [{}]):
         lat = {
-            "entry": entry, "seed": seed, "task": "fashion-mnist", "model": entry, "framework": "pytorch", "hardware": "local-cpu",
-            "backend": "eager", "device": "cpu", "threads": 1, "items": 10000, "official_items": 10000, "warmup_items": 50,
-            "accuracy": 80.0, "metric": "top1Accuracy", "threshold": threshold, "demo_threshold": threshold != 93.0,
-            "meets_threshold": True, "latency_mean_ms": 1.5, "latency_p50_ms": 1.4, "latency_p90_ms": 1.7,
-            "latency_p99_ms": 2.5, "latency_max_ms": 3.0, "usd_per_hour": usd_per_hour,
+            "entry": entry,
+            "seed": seed,
+            "task": "fashion-mnist",
+            "model": entry,
+            "framework": "pytorch",
+            "hardware": "local-cpu",
+            "backend": "eager",
+            "device": "cpu",
+            "threads": 1,
+            "items": 10000,
+            "official_items": 10000,
+            "warmup_items": 50,
+            "accuracy": 80.0,
+            "metric": "top1Accuracy",
+            "threshold": threshold,
+            "demo_threshold": threshold != 93.0,
+            "meets_threshold": True,
+            "latency_mean_ms": 1.5,
+            "latency_p50_ms": 1.4,
+            "latency_p90_ms": 1.7,
+            "latency_p99_ms": 2.5,
+            "latency_max_ms": 3.0,
+            "usd_per_hour": usd_per_hour,
             "cost_per_10k_usd": None if usd_per_hour is None else 1.5 / 3_600_000 * usd_per_hour * 10_000,
         }
         lat.update(over)

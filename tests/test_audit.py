@@ -7,9 +7,9 @@ from __future__ import annotations
 import math
 
 import pytest
+from submission_factory import CIFAR_TSV, DROP, codes, inference_meta, messages, submission, train_meta, train_pair, write
 
 from dawnpipe.audit.core import audit
-from submission_factory import CIFAR_TSV, DROP, codes, inference_meta, messages, submission, train_meta, train_pair, write
 
 NAME = "team_resnet9_1v100_pytorch"
 
@@ -35,7 +35,11 @@ def test_clean_submission_is_ok_and_figures_are_recomputed_from_the_log(tmp_path
 QUIRKS = {
     # name: (files to write, file suffix, expected warning code)
     "bom-tsv": (lambda r: train_pair(r, tsv=b"\xef\xbb\xbf" + CIFAR_TSV.encode()), ".tsv", "file.bom"),
-    "bom-json": (lambda r: (train_pair(r), write(r, f"CIFAR10/train/{NAME}.json", b"\xef\xbb\xbf" + (r / f"CIFAR10/train/{NAME}.json").read_bytes())), ".json", "file.bom"),
+    "bom-json": (
+        lambda r: (train_pair(r), write(r, f"CIFAR10/train/{NAME}.json", b"\xef\xbb\xbf" + (r / f"CIFAR10/train/{NAME}.json").read_bytes())),
+        ".json",
+        "file.bom",
+    ),
     "crlf": (lambda r: train_pair(r, tsv=CIFAR_TSV.replace("\n", "\r\n")), ".tsv", "file.crlf"),
     "column-order": (lambda r: train_pair(r, tsv="hours\ttop1Accuracy\tepoch\n0.01\t80.5\t1\n0.02\t91\t2\n0.03\t94.2\t3\n"), ".tsv", "tsv.column-order"),
     "date-not-padded": (lambda r: train_pair(r, timestamp="2018-4-20"), ".json", "json.date-not-padded"),
@@ -45,7 +49,18 @@ QUIRKS = {
     "repeated-epoch": (lambda r: train_pair(r, tsv=CIFAR_TSV + "4\t0.045\t94.6\n"), ".tsv", "log.epoch-repeat"),
     "blank-line": (lambda r: train_pair(r, tsv=CIFAR_TSV.replace("\n2\t", "\n\n2\t")), ".tsv", "tsv.blank-lines"),
     "padded-cells": (lambda r: train_pair(r, tsv=CIFAR_TSV.replace("\t0.02\t", "\t  0.02   \t")), ".tsv", "tsv.padded-cells"),
-    "extra-column": (lambda r: train_pair(r, tsv=CIFAR_TSV.replace("top1Accuracy\n", "top1Accuracy\tloss\n").replace("80.5\n", "80.5\t1.2\n").replace("91.0\n", "91.0\t0.9\n").replace("94.2\n", "94.2\t0.5\n").replace("94.5\n", "94.5\t0.4\n")), ".tsv", "tsv.extra-column"),
+    "extra-column": (
+        lambda r: train_pair(
+            r,
+            tsv=CIFAR_TSV.replace("top1Accuracy\n", "top1Accuracy\tloss\n")
+            .replace("80.5\n", "80.5\t1.2\n")
+            .replace("91.0\n", "91.0\t0.9\n")
+            .replace("94.2\n", "94.2\t0.5\n")
+            .replace("94.5\n", "94.5\t0.4\n"),
+        ),
+        ".tsv",
+        "tsv.extra-column",
+    ),
 }
 
 
@@ -91,14 +106,25 @@ ERRORS = {
     "invalid-json": (lambda r: (train_pair(r), write(r, f"CIFAR10/train/{NAME}.json", '{"version": "v1.0",')), ".json", "json.invalid"),
     "json-not-object": (lambda r: (train_pair(r), write(r, f"CIFAR10/train/{NAME}.json", "[1, 2]")), ".json", "json.not-object"),
     "nan-in-json": (lambda r: (train_pair(r), write(r, f"CIFAR10/train/{NAME}.json", '{"costPerHour": NaN}')), ".json", "json.invalid"),
-    "duplicate-field": (lambda r: (train_pair(r), write(r, f"CIFAR10/train/{NAME}.json", (r / f"CIFAR10/train/{NAME}.json").read_text()[:-2] + ',\n  "author": "Someone Else"\n}')), ".json", "json.duplicate-field"),
+    "duplicate-field": (
+        lambda r: (
+            train_pair(r),
+            write(r, f"CIFAR10/train/{NAME}.json", (r / f"CIFAR10/train/{NAME}.json").read_text()[:-2] + ',\n  "author": "Someone Else"\n}'),
+        ),
+        ".json",
+        "json.duplicate-field",
+    ),
     "missing-field": (lambda r: train_pair(r, author=DROP), ".json", "json.missing-field"),
     "null-required": (lambda r: train_pair(r, hardware=None), ".json", "json.missing-field"),
     "empty-author": (lambda r: train_pair(r, author=""), ".json", "json.check"),
     "price-as-string": (lambda r: train_pair(r, costPerHour="3.06"), ".json", "json.type"),
     "author-as-number": (lambda r: train_pair(r, author=42), ".json", "json.type"),
     "negative-price": (lambda r: train_pair(r, costPerHour=-1.0), ".json", "json.check"),
-    "huge-number": (lambda r: (train_pair(r), write(r, f"CIFAR10/train/{NAME}.json", (r / f"CIFAR10/train/{NAME}.json").read_text().replace("3.06", "1e999"))), ".json", "json.not-finite"),
+    "huge-number": (
+        lambda r: (train_pair(r), write(r, f"CIFAR10/train/{NAME}.json", (r / f"CIFAR10/train/{NAME}.json").read_text().replace("3.06", "1e999"))),
+        ".json",
+        "json.not-finite",
+    ),
     "bad-date": (lambda r: train_pair(r, timestamp="2018-02-30"), ".json", "json.check"),
     "date-words": (lambda r: train_pair(r, timestamp="April 20, 2018"), ".json", "json.check"),
     "bad-version": (lambda r: train_pair(r, version="v2.0"), ".json", "json.check"),
@@ -127,25 +153,57 @@ ERRORS = {
 
 # Where each error is placed: the field, the line (and column), or the whole file.
 ERROR_PLACES = {
-    "accuracy-over-100": "line 3, column top1Accuracy", "author-as-number": "field author", "bad-date": "field timestamp",
-    "bad-version": "field version", "binary": "file", "claim-disagrees": "field misc.dawnpipe.timeToAccuracyHours",
-    "date-words": "field timestamp", "duplicate-column": "line 1", "duplicate-field": "field author",
-    "empty-author": "field author", "empty-tsv": "file", "header-only": "file", "hours-decrease-before-threshold": "line 3",
-    "huge-number": "field costPerHour", "implausible-hours": "line 5, column hours", "invalid-json": "line 1, column 20",
-    "json-not-object": "file", "json-without-tsv": "file", "latin1": "file", "missing-cell": "line 3, column hours",
-    "missing-column": "line 1", "missing-field": "field author", "nan-cell": "line 3, column hours", "nan-in-json": "file",
-    "negative-hours": "line 2, column hours", "negative-price": "field costPerHour", "no-hours-at-threshold": "line 4, column hours",
-    "not-a-number": "line 3, column hours", "not-tab-separated": "line 1", "null-required": "field hardware",
-    "price-as-string": "field costPerHour", "ragged-row": "line 3", "tsv-without-json": "file", "utf16": "file",
-    "too-deep": "file", "implausible-latency": "field latency", "implausible-cost": "field cost",
+    "accuracy-over-100": "line 3, column top1Accuracy",
+    "author-as-number": "field author",
+    "bad-date": "field timestamp",
+    "bad-version": "field version",
+    "binary": "file",
+    "claim-disagrees": "field misc.dawnpipe.timeToAccuracyHours",
+    "date-words": "field timestamp",
+    "duplicate-column": "line 1",
+    "duplicate-field": "field author",
+    "empty-author": "field author",
+    "empty-tsv": "file",
+    "header-only": "file",
+    "hours-decrease-before-threshold": "line 3",
+    "huge-number": "field costPerHour",
+    "implausible-hours": "line 5, column hours",
+    "invalid-json": "line 1, column 20",
+    "json-not-object": "file",
+    "json-without-tsv": "file",
+    "latin1": "file",
+    "missing-cell": "line 3, column hours",
+    "missing-column": "line 1",
+    "missing-field": "field author",
+    "nan-cell": "line 3, column hours",
+    "nan-in-json": "file",
+    "negative-hours": "line 2, column hours",
+    "negative-price": "field costPerHour",
+    "no-hours-at-threshold": "line 4, column hours",
+    "not-a-number": "line 3, column hours",
+    "not-tab-separated": "line 1",
+    "null-required": "field hardware",
+    "price-as-string": "field costPerHour",
+    "ragged-row": "line 3",
+    "tsv-without-json": "file",
+    "utf16": "file",
+    "too-deep": "file",
+    "implausible-latency": "field latency",
+    "implausible-cost": "field cost",
     "implausible-price": "field costPerHour",
 }
-ERRORS.update({
-    "too-deep": (lambda r: (train_pair(r), write(r, f"CIFAR10/train/{NAME}.json", "[" * 100_000 + "]" * 100_000)), ".json", "json.too-deep"),
-    "implausible-latency": (lambda r: write(r, f"CIFAR10/inference/{NAME}.json", inference_meta(latency=4e6, cost=DROP)), ".json", "json.implausible-latency"),
-    "implausible-cost": (lambda r: write(r, f"CIFAR10/inference/{NAME}.json", inference_meta(cost=500.0, latency=DROP)), ".json", "json.implausible-cost"),
-    "implausible-price": (lambda r: train_pair(r, costPerHour=2e5), ".json", "json.implausible-price"),
-})
+ERRORS.update(
+    {
+        "too-deep": (lambda r: (train_pair(r), write(r, f"CIFAR10/train/{NAME}.json", "[" * 100_000 + "]" * 100_000)), ".json", "json.too-deep"),
+        "implausible-latency": (
+            lambda r: write(r, f"CIFAR10/inference/{NAME}.json", inference_meta(latency=4e6, cost=DROP)),
+            ".json",
+            "json.implausible-latency",
+        ),
+        "implausible-cost": (lambda r: write(r, f"CIFAR10/inference/{NAME}.json", inference_meta(cost=500.0, latency=DROP)), ".json", "json.implausible-cost"),
+        "implausible-price": (lambda r: train_pair(r, costPerHour=2e5), ".json", "json.implausible-price"),
+    }
+)
 
 
 @pytest.mark.parametrize("case", sorted(ERRORS))
@@ -178,11 +236,14 @@ def test_epoch_decreasing_is_a_warning_when_the_time_is_still_defined(tmp_path):
     assert report.exit_code == 0 and submission(report, NAME).figures["hours_to_threshold"] == 0.03
 
 
-@pytest.mark.parametrize("make, suffix, code, where", [
-    (lambda r: train_pair(r, tsv="epoch\thours\ttop1Accuracy\n1\t0\t95\n"), ".tsv", "log.zero-time", "line 2"),
-    (lambda r: train_pair(r, misc=[1, 2]), ".json", "json.misc-type", "field misc"),
-    (lambda r: train_pair(r, tsv=CIFAR_TSV.replace("epoch\thours", " epoch \thours ")), ".tsv", "tsv.padded-header", "line 1"),
-])
+@pytest.mark.parametrize(
+    "make, suffix, code, where",
+    [
+        (lambda r: train_pair(r, tsv="epoch\thours\ttop1Accuracy\n1\t0\t95\n"), ".tsv", "log.zero-time", "line 2"),
+        (lambda r: train_pair(r, misc=[1, 2]), ".json", "json.misc-type", "field misc"),
+        (lambda r: train_pair(r, tsv=CIFAR_TSV.replace("epoch\thours", " epoch \thours ")), ".tsv", "tsv.padded-header", "line 1"),
+    ],
+)
 def test_doubtful_points_are_warnings_naming_the_place(tmp_path, make, suffix, code, where):
     make(tmp_path)
     report = run(tmp_path)
@@ -276,16 +337,19 @@ def test_inference_cost_per_10k_and_implied_price(tmp_path):
     assert fig["implied_price_per_hour"] == pytest.approx(3.06)
 
 
-@pytest.mark.parametrize("over, code, severity", [
-    ({"top1Accuracy": 93.9}, "inference.below-threshold", "warning"),
-    ({"cost": 1.7e-2}, "inference.implausible-price", "warning"),  # cost per 10,000 given as per item
-    ({"latency": None, "cost": None}, "json.check", "error"),
-    ({"latency": -1.0}, "json.check", "error"),
-    ({"top1Accuracy": DROP}, "json.missing-field", "error"),
-    ({"costPerHour": 3.06, "cost": 1e-3}, "claim.disagrees", "error"),
-    ({"misc": {"dawnpipe": {"items": 500}}}, "inference.partial-set", "warning"),
-    ({"latency": "2 ms"}, "json.type", "error"),
-])
+@pytest.mark.parametrize(
+    "over, code, severity",
+    [
+        ({"top1Accuracy": 93.9}, "inference.below-threshold", "warning"),
+        ({"cost": 1.7e-2}, "inference.implausible-price", "warning"),  # cost per 10,000 given as per item
+        ({"latency": None, "cost": None}, "json.check", "error"),
+        ({"latency": -1.0}, "json.check", "error"),
+        ({"top1Accuracy": DROP}, "json.missing-field", "error"),
+        ({"costPerHour": 3.06, "cost": 1e-3}, "claim.disagrees", "error"),
+        ({"misc": {"dawnpipe": {"items": 500}}}, "inference.partial-set", "warning"),
+        ({"latency": "2 ms"}, "json.type", "error"),
+    ],
+)
 def test_inference_checks(tmp_path, over, code, severity):
     write(tmp_path, "CIFAR10/inference/x.json", inference_meta(**over))
     report = run(tmp_path)

@@ -15,7 +15,6 @@ import textwrap
 
 import pandas as pd
 import pytest
-
 from conftest import run_cli, tool_env
 from submission_factory import CIFAR_TSV, inference_meta, train_meta, train_pair, write
 
@@ -39,12 +38,15 @@ def test_exit_1_with_every_error_naming_file_place_and_reason(tmp_path):
     assert "Traceback" not in proc.stderr
 
 
-@pytest.mark.parametrize("args, text", [
-    ([], "the following arguments are required"),
-    (["/nonexistent/entries"], "no such file or directory"),
-    (["--max-bytes", "0", "."], "--max-bytes must be a positive number"),
-    (["{empty}"], "no DAWNBench submission files"),
-])
+@pytest.mark.parametrize(
+    "args, text",
+    [
+        ([], "the following arguments are required"),
+        (["/nonexistent/entries"], "no such file or directory"),
+        (["--max-bytes", "0", "."], "--max-bytes must be a positive number"),
+        (["{empty}"], "no DAWNBench submission files"),
+    ],
+)
 def test_usage_errors_exit_2(tmp_path, args, text):
     (tmp_path / "empty").mkdir()
     proc = run_cli("audit", *[a.format(empty=tmp_path / "empty") for a in args])
@@ -123,15 +125,17 @@ def test_plausible_ranges_are_configurable_with_a_rules_file(tmp_path):
     rules.write_text("plausible:\n  price_per_hour_usd: {min: 0.01, max: 2.0}  # our cloud's range\n")
     proc = run_cli("audit", str(entries), "--rules", str(rules))
     assert proc.returncode == 0  # a doubtful figure is a warning, not an error
-    assert ("fields cost, latency: warning: imply 3.06 USD per hour (cost / latency in hours), "
-            "outside the plausible 0.01..2") in proc.stdout
+    assert ("fields cost, latency: warning: imply 3.06 USD per hour (cost / latency in hours), outside the plausible 0.01..2") in proc.stdout
 
 
-@pytest.mark.parametrize("content, text", [
-    ("plausible:\n  price_per_hour: 3\n", "plausible.price_per_hour: not an audit rule"),
-    ("limits:\n  max_listed: many\n", "limits.max_listed: 'many' is not a non-negative number"),
-    ("limits: 5\n", "limits: expected a mapping of rules"),
-])
+@pytest.mark.parametrize(
+    "content, text",
+    [
+        ("plausible:\n  price_per_hour: 3\n", "plausible.price_per_hour: not an audit rule"),
+        ("limits:\n  max_listed: many\n", "limits.max_listed: 'many' is not a non-negative number"),
+        ("limits: 5\n", "limits: expected a mapping of rules"),
+    ],
+)
 def test_a_bad_rules_file_is_named_with_the_key(tmp_path, content, text):
     train_pair(tmp_path / "entries")
     rules = tmp_path / "rules.yaml"
@@ -209,7 +213,9 @@ def test_non_utf8_file_names_and_text_print_safely(tmp_path):
 def test_audit_stays_light(tmp_path):
     """`dawnpipe audit` imports neither torch nor tensorflow nor the HTML stack."""
     train_pair(tmp_path)
-    probe = "import sys; from dawnpipe.cli import main\ntry:\n    main(['audit', sys.argv[1]])\nexcept SystemExit:\n    pass\n" \
-            "print(sorted(m for m in ('torch', 'tensorflow', 'jinja2') if m in sys.modules), file=sys.stderr)"
+    probe = (
+        "import sys; from dawnpipe.cli import main\ntry:\n    main(['audit', sys.argv[1]])\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in ('torch', 'tensorflow', 'jinja2') if m in sys.modules), file=sys.stderr)"
+    )
     proc = subprocess.run([sys.executable, "-c", probe, str(tmp_path)], env=tool_env(), capture_output=True, text=True, timeout=120)
     assert proc.stderr.strip().splitlines()[-1] == "[]", proc.stderr

@@ -11,23 +11,39 @@ import os
 import tempfile
 from pathlib import Path
 
+from conftest import run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from submission_factory import CIFAR_TSV, inference_meta, train_meta, write
 
-from conftest import run_cli
 from dawnpipe import leaderboard
 from dawnpipe.audit.core import audit
 from dawnpipe.audit.output import as_json, message_table, terminal
 from dawnpipe.report.render import audit_view
-from submission_factory import CIFAR_TSV, inference_meta, train_meta, write
 
 # DAWNPIPE_FUZZ_EXAMPLES=2000 for a longer search before a release.
 SETTINGS = settings(max_examples=int(os.environ.get("DAWNPIPE_FUZZ_EXAMPLES", "60")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 json_scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=30)
 json_values = st.recursive(json_scalars, lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=10), c, max_size=4), max_leaves=12)
-FIELDS = ["version", "author", "authorEmail", "framework", "model", "hardware", "timestamp", "codeURL", "costPerHour",
-          "logFilename", "misc", "latency", "cost", "top1Accuracy", "top5Accuracy", "f1Score"]
+FIELDS = [
+    "version",
+    "author",
+    "authorEmail",
+    "framework",
+    "model",
+    "hardware",
+    "timestamp",
+    "codeURL",
+    "costPerHour",
+    "logFilename",
+    "misc",
+    "latency",
+    "cost",
+    "top1Accuracy",
+    "top5Accuracy",
+    "f1Score",
+]
 metadata = st.fixed_dictionaries({}, optional={k: json_values for k in FIELDS}) | st.dictionaries(st.text(max_size=12), json_values, max_size=6)
 cell = st.one_of(
     st.floats(allow_nan=True, allow_infinity=True).map(repr),

@@ -12,7 +12,6 @@ import tarfile
 import numpy as np
 import pytest
 import yaml
-
 from conftest import copy_project, run_cli, run_snakemake
 from vision_data import md5_of, py2_pickle, serve, write_cifar10_tarball
 
@@ -122,7 +121,7 @@ class _RunsCode:
         return (open, (self.marker, "w"))  # creating a file is enough to prove code ran
 
 
-def _fetched(tmp_path, tarball) -> "Path":  # noqa: F821
+def _fetched(tmp_path, tarball) -> Path:  # noqa: F821
     expect = tmp_path / "expect.yaml"
     expect.write_text(yaml.safe_dump({"files": {TARBALL: {"md5": md5_of(tarball), "raw": True}}}))
     raw = tmp_path / "raw"

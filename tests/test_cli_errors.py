@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from conftest import ROOT, run_cli
+
 from dawnpipe.cli import run_command
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.extract import extract
@@ -28,11 +28,22 @@ def write_run(run_dir: Path, accuracies: list[float], *, threshold: float = 90.0
     epochs = list(range(1, len(accuracies) + 1))
     hours = [0.01 * e for e in epochs]
     pd.DataFrame({"epoch": epochs, "hours": hours, "top1Accuracy": accuracies}).to_csv(run_dir / "train.tsv", sep="\t", index=False)
-    pd.DataFrame({"epoch": epochs, "hours": hours, "wall_hours": [0.015 * e for e in epochs],
-                  "top1Accuracy": accuracies}).to_parquet(run_dir / "train.parquet", index=False)
-    run = {"entry": "e", "seed": 0, "task": "fashion-mnist", "model": "m", "framework": "pytorch",
-           "hardware": "2 x aws-p3.2xlarge" if nodes > 1 else "aws-p3.2xlarge", "hardware_price_tag": "aws-p3.2xlarge",
-           "nodes": nodes, "threshold": threshold, "official_threshold": 93.0, "demo_threshold": threshold != 93.0}
+    pd.DataFrame({"epoch": epochs, "hours": hours, "wall_hours": [0.015 * e for e in epochs], "top1Accuracy": accuracies}).to_parquet(
+        run_dir / "train.parquet", index=False
+    )
+    run = {
+        "entry": "e",
+        "seed": 0,
+        "task": "fashion-mnist",
+        "model": "m",
+        "framework": "pytorch",
+        "hardware": "2 x aws-p3.2xlarge" if nodes > 1 else "aws-p3.2xlarge",
+        "hardware_price_tag": "aws-p3.2xlarge",
+        "nodes": nodes,
+        "threshold": threshold,
+        "official_threshold": 93.0,
+        "demo_threshold": threshold != 93.0,
+    }
     run.update(run_overrides)
     write_json(run_dir / "run.json", {k: v for k, v in run.items() if v is not None})
     return run_dir
@@ -72,8 +83,19 @@ def test_extract_official_threshold_is_not_called_a_demo(tmp_path):
 
 def test_extract_names_a_run_json_without_a_field(tmp_path):
     run_dir = write_run(tmp_path / "r", [91.0], threshold=None)
-    proc = run_cli("extract", "--tsv", str(run_dir / "train.tsv"), "--log-parquet", str(run_dir / "train.parquet"),
-                   "--run-json", str(run_dir / "run.json"), "--prices", str(PRICES), "--out", str(tmp_path / "tta.json"))
+    proc = run_cli(
+        "extract",
+        "--tsv",
+        str(run_dir / "train.tsv"),
+        "--log-parquet",
+        str(run_dir / "train.parquet"),
+        "--run-json",
+        str(run_dir / "run.json"),
+        "--prices",
+        str(PRICES),
+        "--out",
+        str(tmp_path / "tta.json"),
+    )
     assert proc.returncode == 1, proc.stderr
     assert f"{run_dir / 'run.json'}: field threshold missing" in proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "tta.json").exists()
@@ -90,17 +112,38 @@ def test_stability_names_the_result_of_another_entry(tmp_path):
     assert "Traceback" not in proc.stderr and not (tmp_path / "s.json").exists()
 
 
-@pytest.mark.parametrize("content, message", [
-    (b"task: no-such-task\nframework: pytorch\nmodel: fastnet\nhardware: local-cpu\nhyperparameters: {batch_size: 8, epochs: 1, lr: 0.1}\n",
-     "task: unknown task 'no-such-task'"),
-    (b"task: fashion-mnist\nmodel: \xff\xfe\n", "not UTF-8 text"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (
+            b"task: no-such-task\nframework: pytorch\nmodel: fastnet\nhardware: local-cpu\nhyperparameters: {batch_size: 8, epochs: 1, lr: 0.1}\n",
+            "task: unknown task 'no-such-task'",
+        ),
+        (b"task: fashion-mnist\nmodel: \xff\xfe\n", "not UTF-8 text"),
+    ],
+)
 def test_bad_entry_files_are_named_with_the_reason(tmp_path, content, message):
     entry = tmp_path / "bad.yaml"
     entry.write_bytes(content)
-    proc = run_cli("train", "--entry", str(entry), "--seed", "0", "--data", str(tmp_path), "--tsv", str(tmp_path / "t.tsv"),
-                   "--log-parquet", str(tmp_path / "t.parquet"), "--checkpoint", str(tmp_path / "m.pt"),
-                   "--run-json", str(tmp_path / "run.json"), "--work-dir", str(tmp_path / "work"))
+    proc = run_cli(
+        "train",
+        "--entry",
+        str(entry),
+        "--seed",
+        "0",
+        "--data",
+        str(tmp_path),
+        "--tsv",
+        str(tmp_path / "t.tsv"),
+        "--log-parquet",
+        str(tmp_path / "t.parquet"),
+        "--checkpoint",
+        str(tmp_path / "m.pt"),
+        "--run-json",
+        str(tmp_path / "run.json"),
+        "--work-dir",
+        str(tmp_path / "work"),
+    )
     assert proc.returncode == 1, proc.stderr
     assert f"{entry}: {message}" in proc.stderr
     assert "Traceback" not in proc.stderr

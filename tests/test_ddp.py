@@ -10,17 +10,16 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import ROOT, run_cli, tool_env
 from hypothesis import given
 from hypothesis import strategies as st
+from tiny_training import prepare_fashion_mnist, read_log, train_args, write_entry
 
-from conftest import ROOT, run_cli, tool_env
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.logs import read_run_tsv
 from dawnpipe.schemas.results import RunLog, validate
 from dawnpipe.tasks import get_task
 from dawnpipe.train import distributed as ddp
-from tiny_training import prepare_fashion_mnist, read_log, train_args, write_entry
-
 
 # ---------------------------------------------------------------- fast
 
@@ -131,18 +130,64 @@ def test_report_shows_scaling_against_world_size(runs):
     prices = ROOT / "config" / "prices.yaml"
     for name in ("single", "ddp"):
         d = runs[name]
-        run_cli("extract", "--tsv", str(d / "train.tsv"), "--log-parquet", str(d / "train.parquet"), "--run-json", str(d / "run.json"),
-                "--prices", str(prices), "--out", str(d / "time_to_accuracy.json"), check=True)
-        run_cli("infer", "--checkpoint", str(d / "model.pt"), "--run-json", str(d / "run.json"), "--data", str(runs["data"]),
-                "--prices", str(prices), "--out", str(d / "latency.json"), "--items-parquet", str(d / "latency.parquet"),
-                "--threads", "1", "--warmup", "5", "--limit", "200", check=True)
+        run_cli(
+            "extract",
+            "--tsv",
+            str(d / "train.tsv"),
+            "--log-parquet",
+            str(d / "train.parquet"),
+            "--run-json",
+            str(d / "run.json"),
+            "--prices",
+            str(prices),
+            "--out",
+            str(d / "time_to_accuracy.json"),
+            check=True,
+        )
+        run_cli(
+            "infer",
+            "--checkpoint",
+            str(d / "model.pt"),
+            "--run-json",
+            str(d / "run.json"),
+            "--data",
+            str(runs["data"]),
+            "--prices",
+            str(prices),
+            "--out",
+            str(d / "latency.json"),
+            "--items-parquet",
+            str(d / "latency.parquet"),
+            "--threads",
+            "1",
+            "--warmup",
+            "5",
+            "--limit",
+            "200",
+            check=True,
+        )
     html = root / "leaderboard.html"
-    run_cli("report", "--runs", str(runs["single"]), str(runs["ddp"]), "--config-name", "ddp-test", "--json", str(root / "lb.json"),
-            "--html", str(html), "--table", str(root / "runs.parquet"), "--csv", str(root / "runs.csv"), check=True)
+    run_cli(
+        "report",
+        "--runs",
+        str(runs["single"]),
+        str(runs["ddp"]),
+        "--config-name",
+        "ddp-test",
+        "--json",
+        str(root / "lb.json"),
+        "--html",
+        str(html),
+        "--table",
+        str(root / "runs.parquet"),
+        "--csv",
+        str(root / "runs.csv"),
+        check=True,
+    )
     page = html.read_text()
-    section = page[page.index('id="scaling"'):]
+    section = page[page.index('id="scaling"') :]
     assert "Scaling over processes" in page and "tiny, tiny-2proc" in section
-    rows = section[:section.index("</table>")].split("<tr>")[2:]
+    rows = section[: section.index("</table>")].split("<tr>")[2:]
     assert [r.split("</td>")[0].split(">")[-1] for r in rows] == ["1", "2"]  # one row per world size
     assert "speed-up against processes" in section  # the chart
     tta = json.loads((runs["ddp"] / "time_to_accuracy.json").read_text())
@@ -158,8 +203,7 @@ def test_scaling_entries_share_one_recipe():
 
     def key(name):
         entry = load_entry(ROOT / "config" / "entries" / f"{name}.yaml")
-        settings = run_settings(entry, seed=0, threshold=91.0, official_threshold=93.0, train_limit=None, test_limit=None,
-                                stop_at_threshold=True)
+        settings = run_settings(entry, seed=0, threshold=91.0, official_threshold=93.0, train_limit=None, test_limit=None, stop_at_threshold=True)
         return recipe_key({"settings": settings, "hardware": entry["hardware"]})
 
     assert key("fastnet") == key("fastnet-2proc") != key("resnet20-dawn")
@@ -171,18 +215,35 @@ def test_scaling_study_speedups_against_the_smallest_world_size():
     from dawnpipe.scaling import studies
 
     def run(entry, world, seed, epoch_seconds, tta_hours, model="fastnet"):
-        settings = {"entry": {"id": entry, "model": model, "hardware": "local-cpu", "distributed": {"processes_per_node": world}},
-                    "seed": seed, "threshold": 91.0}
-        return {"run": {"entry": entry, "seed": seed, "task": "fashion-mnist", "model": "fastnet", "hardware": "local-cpu",
-                        "hardware_price_tag": "local-cpu", "world_size": world, "threshold": 91.0, "demo_threshold": True,
-                        "settings": settings},
-                "log": pd.DataFrame({"epoch_train_seconds": epoch_seconds}),
-                "tta": {"reached": tta_hours is not None, "time_to_accuracy_hours": tta_hours, "epochs_to_accuracy": 3,
-                        "cost_usd": None}}
+        settings = {
+            "entry": {"id": entry, "model": model, "hardware": "local-cpu", "distributed": {"processes_per_node": world}},
+            "seed": seed,
+            "threshold": 91.0,
+        }
+        return {
+            "run": {
+                "entry": entry,
+                "seed": seed,
+                "task": "fashion-mnist",
+                "model": "fastnet",
+                "hardware": "local-cpu",
+                "hardware_price_tag": "local-cpu",
+                "world_size": world,
+                "threshold": 91.0,
+                "demo_threshold": True,
+                "settings": settings,
+            },
+            "log": pd.DataFrame({"epoch_train_seconds": epoch_seconds}),
+            "tta": {"reached": tta_hours is not None, "time_to_accuracy_hours": tta_hours, "epochs_to_accuracy": 3, "cost_usd": None},
+        }
 
-    runs = [run("one", 1, 0, [10.0, 10.0], 0.01), run("one", 1, 1, [12.0, 12.0], 0.03),
-            run("four", 4, 0, [3.0, 3.0], 0.005), run("four", 4, 1, [3.0, 3.0], None),
-            run("alone", 1, 0, [1.0], 0.1, model="resnet20")]  # another recipe, one world size: no study
+    runs = [
+        run("one", 1, 0, [10.0, 10.0], 0.01),
+        run("one", 1, 1, [12.0, 12.0], 0.03),
+        run("four", 4, 0, [3.0, 3.0], 0.005),
+        run("four", 4, 1, [3.0, 3.0], None),
+        run("alone", 1, 0, [1.0], 0.1, model="resnet20"),
+    ]  # another recipe, one world size: no study
     [study] = studies(runs)
     one, four = study["points"]
     assert (one["world_size"], four["world_size"]) == (1, 4) and study["entries"] == ["four", "one"]
@@ -198,9 +259,32 @@ def test_ranks_get_the_launchers_command_line():
 
     from dawnpipe.train import cli
 
-    argv = ["--entry", "e.yaml", "--seed", "3", "--data", "d", "--tsv", "t.tsv", "--log-parquet", "l.parquet",
-            "--checkpoint", "m.pt", "--run-json", "r.json", "--train-limit", "100", "--stop-at-threshold", "--threads", "2",
-            "--no-resume", "--fashion-mnist", "70.5", "--telemetry-interval", "0"]
+    argv = [
+        "--entry",
+        "e.yaml",
+        "--seed",
+        "3",
+        "--data",
+        "d",
+        "--tsv",
+        "t.tsv",
+        "--log-parquet",
+        "l.parquet",
+        "--checkpoint",
+        "m.pt",
+        "--run-json",
+        "r.json",
+        "--train-limit",
+        "100",
+        "--stop-at-threshold",
+        "--threads",
+        "2",
+        "--no-resume",
+        "--fashion-mnist",
+        "70.5",
+        "--telemetry-interval",
+        "0",
+    ]
     parser = argparse.ArgumentParser()
     cli.configure(parser)
     args = parser.parse_args(argv)
@@ -217,7 +301,6 @@ def test_two_process_run_stopped_by_sigterm_resumes_to_the_same_log(runs, tmp_pa
     import time
 
     import pandas as pd
-
     from tiny_training import start_training
 
     entry = runs["root"] / "entries" / "tiny-2proc.yaml"

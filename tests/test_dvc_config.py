@@ -13,8 +13,8 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 import yaml
-
 from conftest import ROOT, run_cli
+
 from dawnpipe.argtypes import boolean, optional_int, task_option
 from dawnpipe.data.fetch import FETCHERS
 from dawnpipe.data.loader import prepared_dir
@@ -96,8 +96,22 @@ def _train_args(*extra: str):
 
     parser = argparse.ArgumentParser()
     cli.configure(parser)
-    base = ["--entry", str(ROOT / "config/entries/fastnet.yaml"), "--seed", "1", "--data", "data/prepared",
-            "--tsv", "t", "--log-parquet", "p", "--checkpoint", "c", "--run-json", "r"]
+    base = [
+        "--entry",
+        str(ROOT / "config/entries/fastnet.yaml"),
+        "--seed",
+        "1",
+        "--data",
+        "data/prepared",
+        "--tsv",
+        "t",
+        "--log-parquet",
+        "p",
+        "--checkpoint",
+        "c",
+        "--run-json",
+        "r",
+    ]
     return cli.settings_from_args(parser.parse_args([*base, *extra]))
 
 
@@ -172,9 +186,29 @@ def test_run_dirs_and_files_under_find_runs_below_directories(tmp_path):
 def test_train_without_its_data_set_says_what_to_add(tmp_path):
     (tmp_path / "prepared").mkdir()
     run = tmp_path / "runs"
-    proc = run_cli("train", "--entry", str(ROOT / "config/entries/fastnet.yaml"), "--seed", "0", "--data", str(tmp_path / "prepared"),
-                   "--tsv", str(run / "t.tsv"), "--log-parquet", str(run / "t.parquet"), "--checkpoint", str(run / "m.pt"),
-                   "--run-json", str(run / "run.json"), "--train-limit", "None", "--stop-at-threshold", "true", "--fashion-mnist", "70")
+    proc = run_cli(
+        "train",
+        "--entry",
+        str(ROOT / "config/entries/fastnet.yaml"),
+        "--seed",
+        "0",
+        "--data",
+        str(tmp_path / "prepared"),
+        "--tsv",
+        str(run / "t.tsv"),
+        "--log-parquet",
+        str(run / "t.parquet"),
+        "--checkpoint",
+        str(run / "m.pt"),
+        "--run-json",
+        str(run / "run.json"),
+        "--train-limit",
+        "None",
+        "--stop-at-threshold",
+        "true",
+        "--fashion-mnist",
+        "70",
+    )
     assert proc.returncode == 1, proc.stderr
     assert "no prepared data for task fashion-mnist" in proc.stderr and "dvc.yaml" in proc.stderr
     assert "Traceback" not in proc.stderr and not run.exists()
@@ -185,8 +219,7 @@ def test_train_without_its_data_set_says_what_to_add(tmp_path):
 # Every run config in the repository (prices.yaml is a params file, not a config).
 RUN_CONFIGS = sorted(p for p in (ROOT / "config").glob("*.yaml") if "entries" in (yaml.safe_load(p.read_text(encoding="utf-8")) or {}))
 # What a FLOP count reads of an entry: dvc.yaml's flops params (DVC fails on a missing one).
-FLOPS_KEYS = ["task", "framework", "model", "model_args", "hyperparameters.batch_size", "hyperparameters.precision",
-              "hyperparameters.channels_last"]
+FLOPS_KEYS = ["task", "framework", "model", "model_args", "hyperparameters.batch_size", "hyperparameters.precision", "hyperparameters.channels_last"]
 
 
 def resolve(tmp_path: Path, config: dict) -> list:
@@ -211,8 +244,15 @@ def lookup(doc, dotted: str):
 
 def test_the_run_configs_are_found():
     names = {p.name for p in RUN_CONFIGS}
-    assert {"config.yaml", "test.yaml", "benchmark.yaml", "scaling.yaml", "test-cifar10.yaml", "test-imagenet.yaml",
-            "test-squad.yaml"} <= names and "prices.yaml" not in names
+    assert {
+        "config.yaml",
+        "test.yaml",
+        "benchmark.yaml",
+        "scaling.yaml",
+        "test-cifar10.yaml",
+        "test-imagenet.yaml",
+        "test-squad.yaml",
+    } <= names and "prices.yaml" not in names
 
 
 @pytest.mark.parametrize("config", RUN_CONFIGS, ids=lambda p: p.name)
@@ -227,8 +267,7 @@ def test_every_config_gives_a_valid_dvc_pipeline(tmp_path, config):
     doc = yaml.safe_load(config.read_text(encoding="utf-8"))
     stages = resolve(tmp_path, doc)
     names = {s.name.split("@")[0] for s in stages}
-    assert names == {"fetch", "prepare", "train", "extract", "infer", "flops", "utilization", "sensitivity", "stability",
-                     "export_submissions", "report"}
+    assert names == {"fetch", "prepare", "train", "extract", "infer", "flops", "utilization", "sensitivity", "stability", "export_submissions", "report"}
     assert len([s for s in stages if s.name.startswith("train@")]) == len(doc["entries"]) * len(doc["seeds"])
     outs = {PurePosixPath(str(o.def_path)) for s in stages for o in s.outs}
     for stage in stages:
@@ -271,7 +310,7 @@ def test_the_dvc_report_passes_the_configured_submission_dirs(tmp_path):
     (report,) = [s for s in resolve(tmp_path, doc) if s.name.startswith("report@")]
     words = shlex.split(report.cmd)
     at = words.index("--submissions")
-    assert words[at + 1:at + 4] == doc["submission_dirs"] and words[at + 4].startswith("--")
+    assert words[at + 1 : at + 4] == doc["submission_dirs"] and words[at + 4].startswith("--")
     (params,) = [d for d in report.deps if hasattr(d, "params")]
     assert "submission_dirs" in params.params
 
@@ -288,6 +327,6 @@ def test_the_dvc_report_passes_the_configured_audit_rules(tmp_path, rules):
         assert "--rules" not in words and "None" not in words
     else:
         at = words.index("--rules")
-        assert words[at + 1:at + 1 + len(rules)] == rules and words[at + 1 + len(rules)].startswith("--")
+        assert words[at + 1 : at + 1 + len(rules)] == rules and words[at + 1 + len(rules)].startswith("--")
     (params,) = [d for d in report.deps if hasattr(d, "params")]
     assert "audit_rules" in params.params

@@ -19,9 +19,9 @@ change to one has another to leave alone.
 from __future__ import annotations
 
 import argparse
+import csv
 import hashlib
 import importlib
-import csv
 import json
 import re
 import shlex
@@ -32,13 +32,12 @@ from types import SimpleNamespace
 
 import pytest
 import yaml
-
 from conftest import ROOT, copy_project, run_snakemake, tool_env
 from submission_factory import train_pair
+
 from dawnpipe.argtypes import task_option
 from dawnpipe.cli import COMMANDS
 from dawnpipe.entries import load_entry
-from dawnpipe.tasks import all_tasks
 
 # What DVC needs besides the parts copy_project takes.
 DVC_PARTS = ["dvc.yaml", ".dvcignore", ".dvc/config", ".dvc/.gitignore", "scripts/dvc-stage", ".gitignore"]
@@ -46,12 +45,16 @@ TIMEOUT = 3600  # seconds; training on a shared 2-core machine
 
 
 def dvc_env(base: Path) -> dict[str, str]:
-    return tool_env({
-        "DVC_NO_ANALYTICS": "1",
-        "DVC_SITE_CACHE_DIR": str(base / "dvc-site-cache"),
-        "GIT_AUTHOR_NAME": "dawnpipe tests", "GIT_AUTHOR_EMAIL": "tests@dawnpipe.invalid",
-        "GIT_COMMITTER_NAME": "dawnpipe tests", "GIT_COMMITTER_EMAIL": "tests@dawnpipe.invalid",
-    })
+    return tool_env(
+        {
+            "DVC_NO_ANALYTICS": "1",
+            "DVC_SITE_CACHE_DIR": str(base / "dvc-site-cache"),
+            "GIT_AUTHOR_NAME": "dawnpipe tests",
+            "GIT_AUTHOR_EMAIL": "tests@dawnpipe.invalid",
+            "GIT_COMMITTER_NAME": "dawnpipe tests",
+            "GIT_COMMITTER_EMAIL": "tests@dawnpipe.invalid",
+        }
+    )
 
 
 def run(repo: Path, env: dict, *cmd: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -113,6 +116,7 @@ def tracked_files(repo: Path) -> dict[str, str]:
 
 
 # ---------------------------------------------------------------- agreement
+
 
 def snakemake_jobs(workdir: Path) -> list[dict]:
     """Jobs of a forced dry run: rule, output files (+ log) and shell command."""
@@ -210,10 +214,13 @@ def benchmark_with_local_sources() -> dict:
     return config
 
 
-@pytest.mark.parametrize("config", [
-    pytest.param(lambda: yaml.safe_load((ROOT / "config/test.yaml").read_text(encoding="utf-8")), id="test.yaml"),
-    pytest.param(benchmark_with_local_sources, id="benchmark.yaml+data_sources"),
-])
+@pytest.mark.parametrize(
+    "config",
+    [
+        pytest.param(lambda: yaml.safe_load((ROOT / "config/test.yaml").read_text(encoding="utf-8")), id="test.yaml"),
+        pytest.param(benchmark_with_local_sources, id="benchmark.yaml+data_sources"),
+    ],
+)
 def test_dvc_and_snakemake_run_the_same_commands_on_the_same_files(tmp_path, config):
     config = config()
     env = dvc_env(tmp_path)
@@ -346,8 +353,10 @@ def leaderboard_outcome(path: Path) -> dict:
     return {
         "config": board["config"],
         "tables": [
-            ((t["task"], t["objective"], t["threshold"], t["demo_threshold"], t["official_threshold"]),
-             sorted(json.dumps({k: r.get(k) for k in keep}, sort_keys=True) for r in t["rows"]))
+            (
+                (t["task"], t["objective"], t["threshold"], t["demo_threshold"], t["official_threshold"]),
+                sorted(json.dumps({k: r.get(k) for k in keep}, sort_keys=True) for r in t["rows"]),
+            )
             for t in board["objectives"]
         ],
         "excluded": board["excluded"],
@@ -418,12 +427,24 @@ def test_changing_one_entry_reruns_only_its_work(built):
     assert set(status(repo, env)) == {"train@fastnet-b-0"}
     before = tracked_files(repo)
     ran = stages_run(run(repo, env, "dvc", "repro").stdout)
-    assert sorted(ran) == sorted(["train@fastnet-b-0", "extract@fastnet-b-0", "infer@fastnet-b-0", "stability@fastnet-b",
-                                  "utilization@fastnet-b-0", "sensitivity@fastnet-b-0",
-                                  "export_submissions", "report@leaderboard"])
+    assert sorted(ran) == sorted(
+        [
+            "train@fastnet-b-0",
+            "extract@fastnet-b-0",
+            "infer@fastnet-b-0",
+            "stability@fastnet-b",
+            "utilization@fastnet-b-0",
+            "sensitivity@fastnet-b-0",
+            "export_submissions",
+            "report@leaderboard",
+        ]
+    )
     after = tracked_files(repo)
-    untouched = {p for p in before if "fastnet-b" not in p and not p.startswith(
-        ("results/leaderboard", "results/runs.", "results/logs/report", "results/logs/export_submissions"))}
+    untouched = {
+        p
+        for p in before
+        if "fastnet-b" not in p and not p.startswith(("results/leaderboard", "results/runs.", "results/logs/report", "results/logs/export_submissions"))
+    }
     assert {p: after[p] for p in untouched} == {p: before[p] for p in untouched}
     assert after["results/flops/fastnet-b.json"] == before["results/flops/fastnet-b.json"]
     assert after["results/runs/fastnet-b/seed0/run.json"] != before["results/runs/fastnet-b/seed0/run.json"]

@@ -28,13 +28,19 @@ def test_defaults_are_filled(tmp_path):
     assert entry["distributed"] == {"nodes": 1, "processes_per_node": 1}
 
 
-@pytest.mark.parametrize(("text", "where"), [
-    ("task: fashion-mnist\nframework: pytorch\nmodel: m\nhardware: h\nhyperparameters: {batch_size: 0, epochs: 2, lr: 0.1}\n", "hyperparameters.batch_size"),
-    ("task: fashion-mnist\nframework: jax\nmodel: m\nhardware: h\nhyperparameters: {batch_size: 1, epochs: 2, lr: 0.1}\n", "framework"),
-    ("task: fashion-mnist\nframework: pytorch\nmodel: m\nhardware: h\nhyperparameters: {batch_size: 1, epochs: 2, lr: 0.1, lrr: 2}\n", "hyperparameters"),
-    ("- just a list\n", "must be a mapping"),
-    ("task: [unclosed\n", "not valid YAML"),
-])
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        (
+            "task: fashion-mnist\nframework: pytorch\nmodel: m\nhardware: h\nhyperparameters: {batch_size: 0, epochs: 2, lr: 0.1}\n",
+            "hyperparameters.batch_size",
+        ),
+        ("task: fashion-mnist\nframework: jax\nmodel: m\nhardware: h\nhyperparameters: {batch_size: 1, epochs: 2, lr: 0.1}\n", "framework"),
+        ("task: fashion-mnist\nframework: pytorch\nmodel: m\nhardware: h\nhyperparameters: {batch_size: 1, epochs: 2, lr: 0.1, lrr: 2}\n", "hyperparameters"),
+        ("- just a list\n", "must be a mapping"),
+        ("task: [unclosed\n", "not valid YAML"),
+    ],
+)
 def test_bad_entries_name_the_file_and_field(tmp_path, text, where):
     path = tmp_path / "bad.yaml"
     path.write_text(text)

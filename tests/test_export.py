@@ -7,11 +7,23 @@ from __future__ import annotations
 import json
 
 from conftest import run_cli
-from dawnpipe.export import slug
 from submission_factory import run_dir
 
-TWO_BACKENDS = [{}, {"backend": "onnxruntime", "threads": 2, "latency_mean_ms": 0.5, "latency_p50_ms": 0.4, "latency_p90_ms": 0.6,
-                     "latency_p99_ms": 0.9, "latency_max_ms": 1.0, "cost_per_10k_usd": 0.5 / 3.6e6 * 0.10264 * 1e4}]
+from dawnpipe.export import slug
+
+TWO_BACKENDS = [
+    {},
+    {
+        "backend": "onnxruntime",
+        "threads": 2,
+        "latency_mean_ms": 0.5,
+        "latency_p50_ms": 0.4,
+        "latency_p90_ms": 0.6,
+        "latency_p99_ms": 0.9,
+        "latency_max_ms": 1.0,
+        "cost_per_10k_usd": 0.5 / 3.6e6 * 0.10264 * 1e4,
+    },
+]
 
 
 def test_export_writes_v1_submissions_that_pass_the_audit(tmp_path):
@@ -32,7 +44,13 @@ def test_export_writes_v1_submissions_that_pass_the_audit(tmp_path):
     train = out / "FashionMNIST/train/Team-X_fastnet-seed0_local-cpu_pytorch"
     assert train.with_suffix(".tsv").read_bytes() == (d / "train.tsv").read_bytes()
     meta = json.loads(train.with_suffix(".json").read_text())
-    assert (meta["version"], meta["author"], meta["authorEmail"], meta["model"], meta["timestamp"]) == ("v1.0", "Team X", "x@example.org", "fastnet", "2026-11-21")
+    assert (meta["version"], meta["author"], meta["authorEmail"], meta["model"], meta["timestamp"]) == (
+        "v1.0",
+        "Team X",
+        "x@example.org",
+        "fastnet",
+        "2026-11-21",
+    )
     assert meta["costPerHour"] == 0.10264 and meta["framework"] == "PyTorch 2.13.0+cpu"
     assert meta["misc"]["dawnpipe"]["source"] == "runs/fastnet/seed0" and meta["misc"]["dawnpipe"]["timeToAccuracyHours"] == 0.004
     onnx = json.loads((out / "FashionMNIST/inference/Team-X_fastnet-seed0_local-cpu_pytorch-onnxruntime-2t.json").read_text())

@@ -14,13 +14,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-
 from conftest import run_cli
+from local_http import serve
+
 from dawnpipe.data.fetch import fetch
 from dawnpipe.data.idx import read_idx, write_idx
 from dawnpipe.data.prepare import prepare
 from dawnpipe.errors import DawnpipeError
-from local_http import serve
 
 NAMES = {
     "train-images-idx3-ubyte.gz": (60, 28, 28),
@@ -136,8 +136,7 @@ def test_persistent_mismatch_is_refused_and_leaves_nothing(tmp_path, generated):
     bad = gzip.compress(gzip.decompress(files[name])[:-1] + b"\x09")
     dest = tmp_path / "raw"
     with serve({**files, name: bad}) as (url, _):
-        proc = run_cli("fetch", "fashion-mnist", "--dest", str(dest), "--source", url,
-                       "--cache", str(tmp_path / "cache"), "--expect", str(expect))
+        proc = run_cli("fetch", "fashion-mnist", "--dest", str(dest), "--source", url, "--cache", str(tmp_path / "cache"), "--expect", str(expect))
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr
     expected_sha = yaml.safe_load(expect.read_text())["files"][name]["sha256"]
@@ -191,8 +190,18 @@ def test_a_url_source_naming_one_of_the_files_means_its_directory(tmp_path, gene
     files, expect = generated
     dest = tmp_path / "raw"
     with serve(files) as (url, log):
-        proc = run_cli("fetch", "fashion-mnist", "--dest", str(dest), "--source", url + "train-images-idx3-ubyte.gz",
-                       "--cache", str(tmp_path / "cache"), "--expect", str(expect))
+        proc = run_cli(
+            "fetch",
+            "fashion-mnist",
+            "--dest",
+            str(dest),
+            "--source",
+            url + "train-images-idx3-ubyte.gz",
+            "--cache",
+            str(tmp_path / "cache"),
+            "--expect",
+            str(expect),
+        )
     assert proc.returncode == 0, proc.stderr
     assert sorted(n for n, _ in log) == sorted(NAMES)  # every request under the directory, none under the file
     assert "names the file train-images-idx3-ubyte.gz" in proc.stdout and url in proc.stdout
@@ -203,8 +212,7 @@ def test_a_url_source_naming_one_of_the_files_means_its_directory(tmp_path, gene
 def test_a_url_source_naming_another_file_is_refused_naming_the_option(tmp_path, generated):
     files, expect = generated
     with serve(files) as (url, log):
-        proc = run_cli("fetch", "fashion-mnist", "--dest", str(tmp_path / "raw"), "--source", url + "fashion.tar.gz",
-                       "--expect", str(expect))
+        proc = run_cli("fetch", "fashion-mnist", "--dest", str(tmp_path / "raw"), "--source", url + "fashion.tar.gz", "--expect", str(expect))
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert f"--source {url}fashion.tar.gz" in proc.stderr and "points at a file" in proc.stderr
     assert "train-images-idx3-ubyte.gz" in proc.stderr and f"e.g. {url}" in proc.stderr
@@ -230,8 +238,7 @@ def test_an_md5_only_mismatch_names_what_is_expected_and_never_none(tmp_path, ge
     expect = tmp_path / "md5.yaml"
     expect.write_text(yaml.safe_dump({"files": {name: {"md5": "0" * 32, "raw": True}}}))
     with serve(files) as (url, _):
-        proc = run_cli("fetch", "fashion-mnist", "--dest", str(tmp_path / "raw"), "--source", url,
-                       "--cache", str(tmp_path / "cache"), "--expect", str(expect))
+        proc = run_cli("fetch", "fashion-mnist", "--dest", str(tmp_path / "raw"), "--source", url, "--cache", str(tmp_path / "cache"), "--expect", str(expect))
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     got = hashlib.md5(files[name]).hexdigest()
     assert f"checksum mismatch after downloading twice from {url}{name}" in proc.stderr
@@ -247,12 +254,12 @@ def test_a_file_without_a_known_checksum_says_so(tmp_path, generated):
     expect = tmp_path / "none.yaml"
     expect.write_text(yaml.safe_dump({"files": {name: {}}}))
     with serve(files) as (url, _):
-        proc = run_cli("fetch", "fashion-mnist", "--dest", str(tmp_path / "raw"), "--source", url,
-                       "--cache", str(tmp_path / "cache"), "--expect", str(expect), check=True)
+        proc = run_cli(
+            "fetch", "fashion-mnist", "--dest", str(tmp_path / "raw"), "--source", url, "--cache", str(tmp_path / "cache"), "--expect", str(expect), check=True
+        )
     assert f"no checksum is known for {name}" in proc.stdout and "--expect" in proc.stdout and "not verified" in proc.stdout
     with serve({name: files[name][:40]}) as (url, _):  # a truncated gzip stream, twice
-        proc = run_cli("fetch", "fashion-mnist", "--dest", str(tmp_path / "raw2"), "--source", url,
-                       "--cache", str(tmp_path / "cache"), "--expect", str(expect))
+        proc = run_cli("fetch", "fashion-mnist", "--dest", str(tmp_path / "raw2"), "--source", url, "--cache", str(tmp_path / "cache"), "--expect", str(expect))
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert f"{name}: unreadable after downloading twice" in proc.stderr and f"no checksum is known for {name}" in proc.stderr
     assert "None" not in proc.stderr
@@ -287,6 +294,7 @@ def test_a_download_leaves_no_empty_partial_directory_but_keeps_one_to_resume(tm
     with serve(files, faults={name: ["drop:1000"] * 3}) as (url, _):
         with pytest.raises(DawnpipeError, match="resumes"):
             import dawnpipe.data.download as dl
+
             sleep = dl.time.sleep
             dl.time.sleep = lambda s: None
             try:

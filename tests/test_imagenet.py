@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 import torch
 import yaml
-
 from conftest import copy_project, run_cli, run_snakemake
 from vision_data import WNIDS, imagenet_files, md5_of, serve, write_imagenet_archives, write_imagenet_folders
 
@@ -142,8 +141,7 @@ def test_label_file_formats(tmp_path):
 def test_parallel_decoding_gives_the_sequential_result(sources, tmp_path, capsys):
     """Shards of 5 items decoded by a pool of 2 processes (prepare --workers 2) =
     the same shards decoded in this process (--workers 1) = one shard."""
-    from dawnpipe.data.imagenet import _index_train
-    from dawnpipe.data.imagenet import folder_listing
+    from dawnpipe.data.imagenet import _index_train, folder_listing
     from dawnpipe.data.shards import write_image_shards
 
     record = {"form": "folder", **folder_listing(sources["folders"] / "train")}
@@ -215,8 +213,18 @@ def test_top5_inference_answers_five_classes():
     from dawnpipe.models.torch_zoo import build_model
 
     model = build_model("resnet18", in_channels=3, num_classes=7, width=4)
-    ckpt = {"model": "resnet18", "in_channels": 3, "num_classes": 7, "model_args": {"width": 4}, "state_dict": model.state_dict(),
-            "channels_last": True, "mean": [0.5] * 3, "std": [0.25] * 3, "precision": "fp32", "tta_flip": False}
+    ckpt = {
+        "model": "resnet18",
+        "in_channels": 3,
+        "num_classes": 7,
+        "model_args": {"width": 4},
+        "state_dict": model.state_dict(),
+        "channels_last": True,
+        "mean": [0.5] * 3,
+        "std": [0.25] * 3,
+        "precision": "fp32",
+        "tta_flip": False,
+    }
     item = np.random.default_rng(0).integers(0, 255, (32, 32, 3), dtype=np.uint8)
     top5 = eager_predictor(ckpt, torch.device("cpu"), topk=5)(item)
     top1 = eager_predictor(ckpt, torch.device("cpu"))(item)
@@ -232,8 +240,8 @@ def _hand_built_logits() -> tuple[torch.Tensor, torch.Tensor]:
     rows, labels = [], []
     for i, (label, rank) in enumerate(_RANKED):
         others = [c for c in range(10) if c != label]
-        others = others[i % 9:] + others[:i % 9]  # a different order of the wrong classes per item
-        order = others[:rank - 1] + [label] + others[rank - 1:]  # classes from best to worst
+        others = others[i % 9 :] + others[: i % 9]  # a different order of the wrong classes per item
+        order = others[: rank - 1] + [label] + others[rank - 1 :]  # classes from best to worst
         row = torch.empty(10)
         row[torch.tensor(order)] = torch.linspace(4.0, -5.0, 10) + 0.1 * i
         rows.append(row)

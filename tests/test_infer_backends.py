@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from infer_fixtures import make_checkpoint, random_items
 
 torch = pytest.importorskip("torch")

@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import ROOT, run_cli
 from infer_fixtures import make_checkpoint, make_prepared, make_run_json, random_items
 
@@ -22,17 +21,32 @@ ITEMS = 120
 def tiny(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("infer")
     images, labels = random_items(ITEMS, seed=3)
-    return {"root": root, "data": make_prepared(root / "prepared", images, labels),
-            "checkpoint": make_checkpoint(root / "model.pt", epoch=4, reached=True)}
+    return {"root": root, "data": make_prepared(root / "prepared", images, labels), "checkpoint": make_checkpoint(root / "model.pt", epoch=4, reached=True)}
 
 
 def infer(tiny, backend: str, threshold: float, extra: tuple[str, ...] = ()):
     out = tiny["root"] / f"{backend}-{threshold:g}-{len(extra)}"
     run_json = make_run_json(out / "run.json", threshold=threshold)
-    proc = run_cli("infer", "--backend", backend, "--checkpoint", str(tiny["checkpoint"]), "--run-json", str(run_json),
-                   "--data", str(tiny["data"]), "--prices", str(ROOT / "config/prices.yaml"),
-                   "--out", str(out / "latency" / f"{backend}.json"), "--items-parquet", str(out / "latency" / f"{backend}.parquet"),
-                   "--warmup", "7", *extra)
+    proc = run_cli(
+        "infer",
+        "--backend",
+        backend,
+        "--checkpoint",
+        str(tiny["checkpoint"]),
+        "--run-json",
+        str(run_json),
+        "--data",
+        str(tiny["data"]),
+        "--prices",
+        str(ROOT / "config/prices.yaml"),
+        "--out",
+        str(out / "latency" / f"{backend}.json"),
+        "--items-parquet",
+        str(out / "latency" / f"{backend}.parquet"),
+        "--warmup",
+        "7",
+        *extra,
+    )
     return proc, out / "latency" / f"{backend}.json"
 
 
@@ -89,8 +103,18 @@ def test_report_ranks_passing_results_and_excludes_the_rest_with_their_accuracy(
     accuracy = reference_accuracy(tiny)
     passing = json.loads(infer(tiny, "eager", threshold=accuracy)[1].read_text())
     failing = json.loads(infer(tiny, "eager", threshold=accuracy + 0.5)[1].read_text())
-    common = {"task": "fashion-mnist", "threshold": accuracy, "demo_threshold": True, "model": "fastnet", "hardware": "local-cpu",
-              "framework": "pytorch", "timestamp": "2026-01-01", "source": "runs/tiny/seed0", "entry": "tiny", "seed": 0}
+    common = {
+        "task": "fashion-mnist",
+        "threshold": accuracy,
+        "demo_threshold": True,
+        "model": "fastnet",
+        "hardware": "local-cpu",
+        "framework": "pytorch",
+        "timestamp": "2026-01-01",
+        "source": "runs/tiny/seed0",
+        "entry": "tiny",
+        "seed": 0,
+    }
     rows, excluded = inference_rows(passing, common)
     assert [r["objective"] for r in rows] == ["inference_latency", "inference_cost"]
     assert rows[0]["value"] == passing["latency_mean_ms"] and rows[0]["backend"] == "eager" and rows[0]["threads"] == 1
@@ -106,8 +130,18 @@ def test_bad_input_is_a_message_not_a_traceback(tiny, tmp_path):
     bad = tmp_path / "model.pt"
     bad.write_text("garbage")
     run_json = make_run_json(tmp_path / "run.json", threshold=50.0)
-    common = ["--run-json", str(run_json), "--data", str(tiny["data"]), "--prices", str(ROOT / "config/prices.yaml"),
-              "--out", str(tmp_path / "o.json"), "--items-parquet", str(tmp_path / "o.parquet")]
+    common = [
+        "--run-json",
+        str(run_json),
+        "--data",
+        str(tiny["data"]),
+        "--prices",
+        str(ROOT / "config/prices.yaml"),
+        "--out",
+        str(tmp_path / "o.json"),
+        "--items-parquet",
+        str(tmp_path / "o.parquet"),
+    ]
     proc = run_cli("infer", "--checkpoint", str(bad), *common)
     assert proc.returncode == 1 and "model.pt: not a readable PyTorch checkpoint" in proc.stderr and "Traceback" not in proc.stderr
     proc = run_cli("infer", "--backend", "tensorrt", "--checkpoint", str(tiny["checkpoint"]), *common)
@@ -122,10 +156,29 @@ def test_several_backends_in_one_job_skip_what_is_not_for_the_run(tiny):
     run's checkpoints, each its own result, and the run's headline."""
     out = tiny["root"] / "several"
     run_json = make_run_json(out / "run.json", threshold=0.0)
-    proc = run_cli("infer", "--backends", "tf-function", "onnxruntime", "eager", "--checkpoint", str(tiny["checkpoint"]),
-                   "--run-json", str(run_json), "--data", str(tiny["data"]), "--prices", str(ROOT / "config/prices.yaml"),
-                   "--out-dir", str(out / "latency"), "--out", str(out / "latency.json"), "--items-parquet", str(out / "latency.parquet"),
-                   "--warmup", "2")
+    proc = run_cli(
+        "infer",
+        "--backends",
+        "tf-function",
+        "onnxruntime",
+        "eager",
+        "--checkpoint",
+        str(tiny["checkpoint"]),
+        "--run-json",
+        str(run_json),
+        "--data",
+        str(tiny["data"]),
+        "--prices",
+        str(ROOT / "config/prices.yaml"),
+        "--out-dir",
+        str(out / "latency"),
+        "--out",
+        str(out / "latency.json"),
+        "--items-parquet",
+        str(out / "latency.parquet"),
+        "--warmup",
+        "2",
+    )
     assert proc.returncode == 0, proc.stderr
     assert "skipping tf-function: not for pytorch checkpoints with image items" in proc.stdout
     assert sorted(p.name for p in (out / "latency").iterdir()) == ["eager.json", "eager.parquet", "onnxruntime.json", "onnxruntime.parquet"]
@@ -136,9 +189,24 @@ def test_several_backends_in_one_job_skip_what_is_not_for_the_run(tiny):
     assert headline["backend"] == fastest and headline["latency_mean_ms"] == results[fastest]["latency_mean_ms"]
     assert [t["backend"] for t in headline["backends_timed"]] == sorted(results, key=lambda b: results[b]["latency_mean_ms"])
     assert (out / "latency.parquet").read_bytes() == (out / f"latency/{fastest}.parquet").read_bytes()
-    one = run_cli("infer", "--backends", "eager", "onnxruntime", "--checkpoint", str(tiny["checkpoint"]), "--run-json", str(run_json),
-                  "--data", str(tiny["data"]), "--prices", str(ROOT / "config/prices.yaml"), "--out", str(out / "x.json"),
-                  "--items-parquet", str(out / "x.parquet"))
+    one = run_cli(
+        "infer",
+        "--backends",
+        "eager",
+        "onnxruntime",
+        "--checkpoint",
+        str(tiny["checkpoint"]),
+        "--run-json",
+        str(run_json),
+        "--data",
+        str(tiny["data"]),
+        "--prices",
+        str(ROOT / "config/prices.yaml"),
+        "--out",
+        str(out / "x.json"),
+        "--items-parquet",
+        str(out / "x.parquet"),
+    )
     assert one.returncode == 2 and "2 backends need --out-dir" in one.stderr
 
 
@@ -169,10 +237,32 @@ def test_one_failing_backend_is_named_and_the_others_are_still_measured(tiny):
     run_json = make_run_json(out / "run.json", threshold=0.0)  # a demo threshold (the official one is 93)
     (out / "latency").mkdir(parents=True)
     (out / "latency/onnxruntime.json").write_text('{"stale": true}')
-    common = ["--checkpoint", str(tiny["checkpoint"]), "--run-json", str(run_json), "--data", str(tiny["data"]),
-              "--prices", str(ROOT / "config/prices.yaml"), "--warmup", "2"]
-    proc = run_cli("infer", "--backends", "onnxruntime", "eager", *common, "--out-dir", str(out / "latency"),
-                   "--out", str(out / "latency.json"), "--items-parquet", str(out / "latency.parquet"), env=env)
+    common = [
+        "--checkpoint",
+        str(tiny["checkpoint"]),
+        "--run-json",
+        str(run_json),
+        "--data",
+        str(tiny["data"]),
+        "--prices",
+        str(ROOT / "config/prices.yaml"),
+        "--warmup",
+        "2",
+    ]
+    proc = run_cli(
+        "infer",
+        "--backends",
+        "onnxruntime",
+        "eager",
+        *common,
+        "--out-dir",
+        str(out / "latency"),
+        "--out",
+        str(out / "latency.json"),
+        "--items-parquet",
+        str(out / "latency.parquet"),
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr
     failure_lines = [line for line in proc.stderr.splitlines() if "failed" in line]
     assert len(failure_lines) == 1 and failure_lines[0].startswith("infer: backend onnxruntime failed: ImportError: libonnxruntime.so")
@@ -189,8 +279,7 @@ def test_one_failing_backend_is_named_and_the_others_are_still_measured(tiny):
     assert "failed: onnxruntime" in proc.stdout
     assert "(demo threshold 0; official 93)" in proc.stdout  # the log says the threshold is a demo one
 
-    alone = run_cli("infer", "--backend", "onnxruntime", *common, "--out", str(out / "alone.json"),
-                    "--items-parquet", str(out / "alone.parquet"), env=env)
+    alone = run_cli("infer", "--backend", "onnxruntime", *common, "--out", str(out / "alone.json"), "--items-parquet", str(out / "alone.parquet"), env=env)
     assert alone.returncode == 1 and "every backend failed (onnxruntime: ImportError" in alone.stderr
     assert "Traceback" not in alone.stderr and not (out / "alone.json").exists()
 
@@ -202,9 +291,28 @@ def test_each_backend_result_exports_as_a_v1_inference_submission_that_passes_th
     from submission_factory import run_dir
 
     d = run_dir(tmp_path / "results", "fastnet", 0, threshold=0.0)  # train/extract files; its latency.json is replaced below
-    proc = run_cli("infer", "--backends", "eager", "onnxruntime", "--checkpoint", str(tiny["checkpoint"]), "--run-json", str(d / "run.json"),
-                   "--data", str(tiny["data"]), "--prices", str(ROOT / "config/prices.yaml"), "--out-dir", str(d / "latency"),
-                   "--out", str(d / "latency.json"), "--items-parquet", str(d / "latency.parquet"), "--warmup", "2")
+    proc = run_cli(
+        "infer",
+        "--backends",
+        "eager",
+        "onnxruntime",
+        "--checkpoint",
+        str(tiny["checkpoint"]),
+        "--run-json",
+        str(d / "run.json"),
+        "--data",
+        str(tiny["data"]),
+        "--prices",
+        str(ROOT / "config/prices.yaml"),
+        "--out-dir",
+        str(d / "latency"),
+        "--out",
+        str(d / "latency.json"),
+        "--items-parquet",
+        str(d / "latency.parquet"),
+        "--warmup",
+        "2",
+    )
     assert proc.returncode == 0, proc.stderr
     out = tmp_path / "submissions"
     proc = run_cli("export", "--runs", str(tmp_path / "results"), "--out", str(out))

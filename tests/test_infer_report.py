@@ -16,8 +16,8 @@ from dawnpipe.fileio import write_parquet
 from dawnpipe.infer.items import KINDS, InferenceSet
 from dawnpipe.infer.predictor import Predictor
 from dawnpipe.infer.result import latency_record
-from dawnpipe.infer.timing import time_items
 from dawnpipe.infer.summary import headline
+from dawnpipe.infer.timing import time_items
 from dawnpipe.report.build import objective_rows
 from dawnpipe.report.render import render_html
 from dawnpipe.report.svg import histogram, scatter
@@ -41,15 +41,39 @@ def result(tmp_path, entry: str, seed: int, backend: str, cost_ms: float, accura
         return int(answers[i])
 
     times = time_items(predict, list(range(n)), warmup=3, clock=lambda: clock[0])
-    predictor = Predictor(backend=backend, predict=predict, device="cpu", threads=1, precision="fp32", framework_version="test 1.0",
-                          export_check={"items": 64, "max_abs_diff": 1e-7, "differing_predictions": 0, "atol": 1e-3, "rtol": 1e-3})
-    run_info = {"entry": entry, "seed": seed, "model": "fastnet", "framework": "pytorch", "hardware": "local-cpu",
-                "threshold": threshold, "official_threshold": 93.0, "demo_threshold": demo}
+    predictor = Predictor(
+        backend=backend,
+        predict=predict,
+        device="cpu",
+        threads=1,
+        precision="fp32",
+        framework_version="test 1.0",
+        export_check={"items": 64, "max_abs_diff": 1e-7, "differing_predictions": 0, "atol": 1e-3, "rtol": 1e-3},
+    )
+    run_info = {
+        "entry": entry,
+        "seed": seed,
+        "model": "fastnet",
+        "framework": "pytorch",
+        "hardware": "local-cpu",
+        "threshold": threshold,
+        "official_threshold": 93.0,
+        "demo_threshold": demo,
+    }
     task, kind = get_task("fashion-mnist"), KINDS["image"]
     scored = kind.score(task, times.answers, InferenceSet(items=list(range(n)), truth=labels, data=tmp_path))
-    record, per_item = latency_record(run_info=run_info, task=task, kind=kind, predictor=predictor, times=times, scored=scored,
-                                      usd_per_hour=0.1, checkpoint=tmp_path / "model.pt", cpu_model="test cpu",
-                                      measured="2026-01-01T00:00:00+00:00")
+    record, per_item = latency_record(
+        run_info=run_info,
+        task=task,
+        kind=kind,
+        predictor=predictor,
+        times=times,
+        scored=scored,
+        usd_per_hour=0.1,
+        checkpoint=tmp_path / "model.pt",
+        cpu_model="test cpu",
+        measured="2026-01-01T00:00:00+00:00",
+    )
     path = tmp_path / f"{entry}-{seed}-{backend}.parquet"
     write_parquet(path, per_item)
     return {**record, "per_item_path": str(path)}
@@ -57,11 +81,31 @@ def result(tmp_path, entry: str, seed: int, backend: str, cost_ms: float, accura
 
 def run(entry: str, seed: int, tta_hours: float | None, latencies: list[dict], threshold: float = 90.0, demo: bool = True) -> dict:
     env = {"cpu_model": "test cpu", "threads": 2, "framework": "pytorch", "framework_version": "2", "git": {"commit": None, "dirty": None}}
-    info = {"entry": entry, "seed": seed, "task": "fashion-mnist", "model": "fastnet", "hardware": "local-cpu", "framework": "pytorch",
-            "threshold": threshold, "demo_threshold": demo, "finished": "2026-01-01T00:00:00+00:00", "environment": env, "config_hash": "x"}
-    tta = {"task": "fashion-mnist", "threshold": threshold, "demo_threshold": demo, "reached": tta_hours is not None,
-           "time_to_accuracy_hours": tta_hours, "wall_time_to_accuracy_hours": tta_hours, "epochs_to_accuracy": 3 if tta_hours else None,
-           "cost_usd": None, "best_metric": 91.0, "reason": None if tta_hours else "did not converge"}
+    info = {
+        "entry": entry,
+        "seed": seed,
+        "task": "fashion-mnist",
+        "model": "fastnet",
+        "hardware": "local-cpu",
+        "framework": "pytorch",
+        "threshold": threshold,
+        "demo_threshold": demo,
+        "finished": "2026-01-01T00:00:00+00:00",
+        "environment": env,
+        "config_hash": "x",
+    }
+    tta = {
+        "task": "fashion-mnist",
+        "threshold": threshold,
+        "demo_threshold": demo,
+        "reached": tta_hours is not None,
+        "time_to_accuracy_hours": tta_hours,
+        "wall_time_to_accuracy_hours": tta_hours,
+        "epochs_to_accuracy": 3 if tta_hours else None,
+        "cost_usd": None,
+        "best_metric": 91.0,
+        "reason": None if tta_hours else "did not converge",
+    }
     log = pd.DataFrame({"epoch": [1, 2, 3], "hours": [0.01, 0.02, 0.03], "top1Accuracy": [80.0, 88.0, 91.0]})
     latencies = sorted(latencies, key=lambda r: r["latency_mean_ms"])
     return {"run": info, "tta": tta, "log": log, "latencies": latencies, "latency": headline(latencies)}
@@ -94,10 +138,10 @@ def test_latency_tables_show_backend_and_threads(page):
 
 def test_page_has_a_distribution_per_result_and_a_scatter_per_task(page):
     runs, board, html = page
-    section = html[html.index('<h2 id="inference">'):]
+    section = html[html.index('<h2 id="inference">') :]
     n_results = sum(len(r["latencies"]) for r in runs)
     assert section.count("latency per item (ms, log scale)") == n_results
-    scatter_svg = section[section.index("<svg"):section.index("</svg>")]
+    scatter_svg = section[section.index("<svg") : section.index("</svg>")]
     assert scatter_svg.count("<circle") == 3 + 2  # ranked results (int8 is below the threshold) + legend dots of their 2 backends
     assert "below 90.0: not ranked" in section and "200 of 10000 items" in section and "built-in method" not in section
     assert "max |&Delta;| 1e-07 on 64 items" in section
@@ -106,15 +150,25 @@ def test_page_has_a_distribution_per_result_and_a_scatter_per_task(page):
 @pytest.mark.parametrize("demo", [True, False])
 def test_demo_threshold_is_labelled_in_the_chart_and_the_inference_section(tmp_path, demo):
     threshold = 90.0 if demo else 93.0
-    runs = [run("fastnet", 0, 0.02, [result(tmp_path, "fastnet", 0, "eager", 1.0, 95.0, threshold, demo=demo),
-                                     result(tmp_path, "fastnet", 0, "onnxruntime", 0.5, 85.0, threshold, demo=demo)],
-                threshold=threshold, demo=demo)]
+    runs = [
+        run(
+            "fastnet",
+            0,
+            0.02,
+            [
+                result(tmp_path, "fastnet", 0, "eager", 1.0, 95.0, threshold, demo=demo),
+                result(tmp_path, "fastnet", 0, "onnxruntime", 0.5, 85.0, threshold, demo=demo),
+            ],
+            threshold=threshold,
+            demo=demo,
+        )
+    ]
     rows, excluded = objective_rows(runs)
     board = leaderboard.build(rows, excluded)
     board.update(generated="now", config="test")
     html = render_html(board, runs, [], config_name="test")
-    inference = html[html.index('<h2 id="inference">'):]
-    inference = inference[:inference.index("</table>")]
+    inference = html[html.index('<h2 id="inference">') :]
+    inference = inference[: inference.index("</table>")]
     curve = next(svg for svg in re.findall(r"<svg.*?</svg>", html, re.S) if "accuracy against training time" in svg)
     if demo:
         assert f">threshold {threshold:g} (demo threshold)</text>" in curve

@@ -7,7 +7,6 @@ import json
 
 import pytest
 import yaml
-
 from conftest import copy_project, run_snakemake
 
 BACKENDS = ["eager", "onnxruntime"]  # of config/test.yaml inference.backends, those for PyTorch entries

@@ -14,7 +14,6 @@ import time
 
 import pytest
 import yaml
-
 from conftest import copy_project, run_snakemake, tool_env
 
 pytestmark = pytest.mark.slow
@@ -40,8 +39,7 @@ def test_killed_training_leaves_nothing_complete_and_resumes(tmp_path, fashion_m
     (work / "config/interrupt.yaml").write_text(CONFIG)
     target = ["results/runs/fastnet/seed0/run.json", "--configfile", "config/interrupt.yaml"]
     log = work / "results/logs/train/fastnet/seed0.log"
-    proc = subprocess.Popen(["snakemake", *target], cwd=work, env=tool_env(), start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(["snakemake", *target], cwd=work, env=tool_env(), start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.time() + 600
         while time.time() < deadline:

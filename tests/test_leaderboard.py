@@ -8,11 +8,11 @@ import json
 import re
 
 import pytest
-
 from conftest import run_cli
+from submission_factory import CIFAR_TSV, inference_meta, run_dir, train_pair, write
+
 from dawnpipe import leaderboard
 from dawnpipe.audit.core import audit
-from submission_factory import CIFAR_TSV, inference_meta, run_dir, train_pair, write
 
 
 def board_of(*args):
@@ -55,9 +55,25 @@ def test_invalid_and_unconverged_submissions_are_excluded_with_the_reason(tmp_pa
 def test_a_run_and_its_own_export_are_ranked_once(tmp_path):
     results = tmp_path / "results"
     run_dir(results, "fastnet", 0, threshold=93.0, tsv="epoch\thours\ttop1Accuracy\n1\t0.002\t90\n2\t0.004\t93.5\n")
-    run_dir(results, "fastnet", 1, threshold=93.0, tsv="epoch\thours\ttop1Accuracy\n1\t0.002\t91\n2\t0.005\t93.2\n",
-            latencies=[{}, {"backend": "onnxruntime", "latency_mean_ms": 0.5, "latency_p50_ms": 0.4, "latency_p90_ms": 0.6,
-                            "latency_p99_ms": 0.9, "latency_max_ms": 1.0, "cost_per_10k_usd": 0.5 / 3.6e6 * 0.10264 * 1e4}])
+    run_dir(
+        results,
+        "fastnet",
+        1,
+        threshold=93.0,
+        tsv="epoch\thours\ttop1Accuracy\n1\t0.002\t91\n2\t0.005\t93.2\n",
+        latencies=[
+            {},
+            {
+                "backend": "onnxruntime",
+                "latency_mean_ms": 0.5,
+                "latency_p50_ms": 0.4,
+                "latency_p90_ms": 0.6,
+                "latency_p99_ms": 0.9,
+                "latency_max_ms": 1.0,
+                "cost_per_10k_usd": 0.5 / 3.6e6 * 0.10264 * 1e4,
+            },
+        ],
+    )
     export = tmp_path / "submissions"
     assert run_cli("export", "--runs", str(results), "--out", str(export)).returncode == 0
     out = tmp_path / "lb.json"
@@ -66,7 +82,11 @@ def test_a_run_and_its_own_export_are_ranked_once(tmp_path):
     train = table(board, "fashion-mnist", "train_time")["rows"]
     assert [r["source"] for r in train] == ["runs/fastnet/seed0", "runs/fastnet/seed1"]
     latency = table(board, "fashion-mnist", "inference_latency")["rows"]
-    assert [(r["source"], r["backend"]) for r in latency] == [("runs/fastnet/seed1", "onnxruntime"), ("runs/fastnet/seed0", "eager"), ("runs/fastnet/seed1", "eager")]
+    assert [(r["source"], r["backend"]) for r in latency] == [
+        ("runs/fastnet/seed1", "onnxruntime"),
+        ("runs/fastnet/seed0", "eager"),
+        ("runs/fastnet/seed1", "eager"),
+    ]
     assert board["audit"]["error"] == 0
     html = (tmp_path / "lb.html").read_text()
     assert html.count("the export of runs/fastnet/seed0, which is also given as a run: ranked once, from the run") == 2  # train + inference
@@ -161,8 +181,23 @@ def test_the_report_audits_submissions_under_the_configs_audit_rules(tmp_path):
 
     def report(*extra):
         out = tmp_path / ("strict" if extra else "default")
-        run_cli("report", "--runs", str(runs / "runs"), "--submissions", str(subs), *extra, "--json", str(out / "lb.json"),
-                "--html", str(out / "lb.html"), "--table", str(out / "runs.parquet"), "--csv", str(out / "runs.csv"), check=True)
+        run_cli(
+            "report",
+            "--runs",
+            str(runs / "runs"),
+            "--submissions",
+            str(subs),
+            *extra,
+            "--json",
+            str(out / "lb.json"),
+            "--html",
+            str(out / "lb.html"),
+            "--table",
+            str(out / "runs.parquet"),
+            "--csv",
+            str(out / "runs.csv"),
+            check=True,
+        )
         return json.loads((out / "lb.json").read_text())
 
     ranked = [r["source"] for t in report()["objectives"] for r in t["rows"]]
@@ -171,7 +206,21 @@ def test_the_report_audits_submissions_under_the_configs_audit_rules(tmp_path):
     assert "CIFAR10/train/pricey.json" not in [r["source"] for t in strict["objectives"] for r in t["rows"]]
     [reason] = [e["reason"] for e in strict["excluded"] if e["source"] == "CIFAR10/train/pricey.json"]
     assert "costPerHour" in reason, reason
-    bad = run_cli("report", "--runs", str(runs / "runs"), "--submissions", str(subs), "--rules", str(tmp_path / "nope.yaml"),
-                  "--json", str(tmp_path / "x.json"), "--html", str(tmp_path / "x.html"), "--table", str(tmp_path / "x.parquet"),
-                  "--csv", str(tmp_path / "x.csv"))
+    bad = run_cli(
+        "report",
+        "--runs",
+        str(runs / "runs"),
+        "--submissions",
+        str(subs),
+        "--rules",
+        str(tmp_path / "nope.yaml"),
+        "--json",
+        str(tmp_path / "x.json"),
+        "--html",
+        str(tmp_path / "x.html"),
+        "--table",
+        str(tmp_path / "x.parquet"),
+        "--csv",
+        str(tmp_path / "x.csv"),
+    )
     assert bad.returncode == 2 and f"--rules {tmp_path / 'nope.yaml'}: no such file" in bad.stderr

@@ -10,8 +10,8 @@ import re
 
 import pandas as pd
 import pytest
-
 from conftest import run_snakemake
+
 from dawnpipe.display import format_hours
 
 pytestmark = pytest.mark.slow

@@ -7,16 +7,19 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
 
 ENTRIES = ROOT / "config" / "entries"
 
 # entry id -> (task, parameters in millions, rounded as the papers print them)
 REFERENCE = {
-    "resnet20-cifar10": ("cifar10", 0.27), "resnet56-cifar10": ("cifar10", 0.86), "resnet110-cifar10": ("cifar10", 1.7),
-    "resnet164-cifar10": ("cifar10", 1.7), "resnet164-basic-cifar10": ("cifar10", 2.6),
-    "fastnet-cifar10": ("cifar10", 6.6), "resnet50-imagenet": ("imagenet", 25.6),
+    "resnet20-cifar10": ("cifar10", 0.27),
+    "resnet56-cifar10": ("cifar10", 0.86),
+    "resnet110-cifar10": ("cifar10", 1.7),
+    "resnet164-cifar10": ("cifar10", 1.7),
+    "resnet164-basic-cifar10": ("cifar10", 2.6),
+    "fastnet-cifar10": ("cifar10", 6.6),
+    "resnet50-imagenet": ("imagenet", 25.6),
 }
 
 

@@ -12,17 +12,24 @@ from __future__ import annotations
 import json
 import os
 import signal
-from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import run_cli
+from tiny_training import (
+    TINY_ENTRY,
+    assert_evaluation_off_the_clock,
+    prepare_fashion_mnist,
+    read_log,
+    run_with_slow_evaluation,
+    signal_mid_epoch,
+    start_training,
+    train_args,
+    write_entry,
+)
+
 from dawnpipe.schemas.results import RunLog, validate
 from dawnpipe.train.interruptions import EpochJournal, StopRequest
-from tiny_training import (TINY_ENTRY, assert_evaluation_off_the_clock, prepare_fashion_mnist, read_log, run_with_slow_evaluation,
-                           signal_mid_epoch, start_training, train_args, write_entry)
-
 
 # ---------------------------------------------------------------- fast: the bookkeeping alone
 
@@ -81,8 +88,7 @@ def test_journal_drops_a_stale_marker(tmp_path):
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory, fashion_mnist_source):
     root = tmp_path_factory.mktemp("resume")
-    return {"data": prepare_fashion_mnist(fashion_mnist_source, root / "data"), "entry": write_entry(root / "entries" / "tiny.yaml"),
-            "root": root}
+    return {"data": prepare_fashion_mnist(fashion_mnist_source, root / "data"), "entry": write_entry(root / "entries" / "tiny.yaml"), "root": root}
 
 
 @pytest.mark.slow

@@ -9,10 +9,26 @@ from dawnpipe.tasks import get_task
 
 
 def tta_row(**overrides):
-    row = dict(entry="e", seed=0, task="fashion-mnist", model="m", framework="pytorch", hardware="local-cpu",
-               threshold=93.0, official_threshold=93.0, demo_threshold=False, reached=True, epochs_to_accuracy=3.0,
-               time_to_accuracy_hours=0.03, wall_time_to_accuracy_hours=0.04, usd_per_hour=1.0, cost_usd=0.03,
-               best_metric=93.5, epochs_run=3.0, training_hours=0.03)
+    row = dict(
+        entry="e",
+        seed=0,
+        task="fashion-mnist",
+        model="m",
+        framework="pytorch",
+        hardware="local-cpu",
+        threshold=93.0,
+        official_threshold=93.0,
+        demo_threshold=False,
+        reached=True,
+        epochs_to_accuracy=3.0,
+        time_to_accuracy_hours=0.03,
+        wall_time_to_accuracy_hours=0.04,
+        usd_per_hour=1.0,
+        cost_usd=0.03,
+        best_metric=93.5,
+        epochs_run=3.0,
+        training_hours=0.03,
+    )
     row.update(overrides)
     return pd.DataFrame([row])
 
@@ -48,9 +64,24 @@ def test_time_beyond_training_is_refused():
 
 
 def test_latency_percentiles_must_be_ordered():
-    row = dict(entry="e", seed=0, task="fashion-mnist", backend="eager", threads=1, items=10, warmup_items=1,
-               accuracy=93.0, meets_threshold=True, latency_mean_ms=1.0, latency_p50_ms=1.0, latency_p90_ms=0.9,
-               latency_p99_ms=1.2, latency_max_ms=2.0, usd_per_hour=None, cost_per_10k_usd=None)
+    row = dict(
+        entry="e",
+        seed=0,
+        task="fashion-mnist",
+        backend="eager",
+        threads=1,
+        items=10,
+        warmup_items=1,
+        accuracy=93.0,
+        meets_threshold=True,
+        latency_mean_ms=1.0,
+        latency_p50_ms=1.0,
+        latency_p90_ms=0.9,
+        latency_p99_ms=1.2,
+        latency_max_ms=2.0,
+        usd_per_hour=None,
+        cost_per_10k_usd=None,
+    )
     with pytest.raises(DawnpipeError, match="percentiles_ordered"):
         validate(LatencyResult, pd.DataFrame([row]), "latency.json")
     row["latency_p90_ms"] = 1.1

@@ -31,10 +31,10 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-
 from conftest import ROOT, copy_project, run_snakemake, tool_env
-from dawnpipe.schemas.results import RunLog, validate
 from tiny_training import TINY_ENTRY
+
+from dawnpipe.schemas.results import RunLog, validate
 
 pytestmark = pytest.mark.slow
 
@@ -110,11 +110,20 @@ def slurm_workflow(slurm_cluster, tmp_path_factory, fashion_mnist_source):
     """config/test.yaml to the leaderboard through profiles/slurm, one training job cancelled mid-epoch."""
     work = copy_project(tmp_path_factory.mktemp("slurm"))
     out_path = work / "snakemake.out"
-    cmd = ["snakemake", "--profile", "profiles/slurm", "results/leaderboard.html", "--configfile", "config/test.yaml",
-           # as many threads per timed job as the local run (test_workflow) uses, so the results can be equal
-           "--cores", "all",
-           # every training job asks for a GPU (CPU entries: the job holds a fake GPU and trains on the CPU)
-           "--set-resources", "train:gpu=1"]
+    cmd = [
+        "snakemake",
+        "--profile",
+        "profiles/slurm",
+        "results/leaderboard.html",
+        "--configfile",
+        "config/test.yaml",
+        # as many threads per timed job as the local run (test_workflow) uses, so the results can be equal
+        "--cores",
+        "all",
+        # every training job asks for a GPU (CPU entries: the job holds a fake GPU and trains on the CPU)
+        "--set-resources",
+        "train:gpu=1",
+    ]
     with open(out_path, "w") as out:
         proc = subprocess.Popen(cmd, cwd=work, env=tool_env(), stdout=out, stderr=subprocess.STDOUT, text=True)
         try:
@@ -139,7 +148,7 @@ RUNS = [("fastnet", 0), ("fastnet", 1), ("resnet20-dawn", 0), ("resnet20-dawn", 
 def test_every_job_ran_under_slurm(slurm_workflow):
     out, jobs = slurm_workflow["output"], slurm_workflow["jobs"]
     submitted = SUBMITTED.findall(out)
-    table = dict(re.findall(r"^([a-z_]+)\s+(\d+)$", out[:out.index("total")], re.M))  # Snakemake's job table
+    table = dict(re.findall(r"^([a-z_]+)\s+(\d+)$", out[: out.index("total")], re.M))  # Snakemake's job table
     total = int(re.search(r"^total\s+(\d+)", out, re.M).group(1))
     assert table["train"] == "4" and table["fetch"] == "1" and table["report"] == "1"
     assert len({smk for smk, _ in submitted}) == total == sum(map(int, table.values()))
@@ -164,8 +173,7 @@ def _without_timing(board: dict) -> list:
     tables = []
     for t in board["objectives"]:
         # a run has one row per inference backend, ranked by latency: order them by name instead
-        rows = sorted(({k: v for k, v in r.items() if not _timed(k)} for r in t["rows"]),
-                      key=lambda r: (r["source"], r.get("backend") or ""))
+        rows = sorted(({k: v for k, v in r.items() if not _timed(k)} for r in t["rows"]), key=lambda r: (r["source"], r.get("backend") or ""))
         tables.append({**{k: v for k, v in t.items() if k != "rows"}, "rows": rows})
     return tables
 
@@ -220,8 +228,7 @@ def test_two_processes_started_by_srun(slurm_workflow, slurm_cluster):
     config = yaml.safe_load((work / "config/test.yaml").read_text())
     config.update(name="ddp-slurm", entries=["tiny-2proc"], seeds=[0], train_limit=2000, test_limit=1000)
     (work / "config/ddp.yaml").write_text(yaml.safe_dump(config))
-    run_snakemake(work, "--profile", "profiles/slurm", "results/runs/tiny-2proc/seed0/time_to_accuracy.json",
-                  "--configfile", "config/ddp.yaml", timeout=1800)
+    run_snakemake(work, "--profile", "profiles/slurm", "results/runs/tiny-2proc/seed0/time_to_accuracy.json", "--configfile", "config/ddp.yaml", timeout=1800)
     run = run_json(work, "tiny-2proc", 0)
     assert run["result"]["distributed"] == {"nodes": 1, "processes_per_node": 2, "world_size": 2, "backend": "gloo", "launcher": "srun"}
     assert run["hardware"] == "local-cpu (2 processes)"
@@ -244,8 +251,18 @@ def test_gpu_data_parallel_job_gets_gpus_and_tasks_stand_in(slurm_workflow, slur
     config = yaml.safe_load((work / "config/test.yaml").read_text())
     config.update(name="gpu-slurm", entries=["tiny-gpu2"], seeds=[0])
     (work / "config/gpu.yaml").write_text(yaml.safe_dump(config))
-    proc = run_snakemake(work, "--profile", "profiles/slurm", "--retries", "0", "results/runs/tiny-gpu2/seed0/run.json",
-                         "--configfile", "config/gpu.yaml", timeout=900, check=False)
+    proc = run_snakemake(
+        work,
+        "--profile",
+        "profiles/slurm",
+        "--retries",
+        "0",
+        "results/runs/tiny-gpu2/seed0/run.json",
+        "--configfile",
+        "config/gpu.yaml",
+        timeout=900,
+        check=False,
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, "a CUDA entry trained without CUDA"
     [(_, sid)] = SUBMITTED.findall(out)
@@ -267,13 +284,15 @@ def test_script_refuses_a_configuration_it_did_not_write(tmp_path, slurm_cluster
     (tmp_path / "etc").mkdir()
     (tmp_path / "etc" / "slurm.conf").write_text("ClusterName=production\n")
     assert shutil.which("slurmd"), "the slurm_cluster fixture installs the Slurm packages"
-    proc = subprocess.run(["bash", str(script), "start"], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "DAWNPIPE_SLURM_DIR": str(tmp_path / "state")})
+    proc = subprocess.run(
+        ["bash", str(script), "start"], capture_output=True, text=True, timeout=120, env={**os.environ, "DAWNPIPE_SLURM_DIR": str(tmp_path / "state")}
+    )
     assert proc.returncode == 3 and "was not written by this script" in proc.stderr
     assert (tmp_path / "etc" / "slurm.conf").read_text() == "ClusterName=production\n"
 
 
 # ---------------------------------------------------------------- static: no cluster needed
+
 
 def test_no_rule_hard_codes_a_partition_or_an_account():
     """Where jobs run is a fact of the cluster: profiles only, never a rule."""

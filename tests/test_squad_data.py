@@ -11,15 +11,15 @@ import json
 import numpy as np
 import pytest
 import yaml
-
 from conftest import run_cli
+from local_http import serve
+from squad_synth import squad_document, write_expect, write_squad_files
+
 from dawnpipe.data.fetch import fetch
 from dawnpipe.data.prepare import prepare
 from dawnpipe.data.squad import load_squad, load_vocab
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.squad.text import UNK, Vocabulary, answer_token_span, encode, kept_size, match_features, tokenize
-from local_http import serve
-from squad_synth import squad_document, write_expect, write_squad_files
 
 
 def test_tokens_keep_their_character_spans():
@@ -102,8 +102,7 @@ def test_checksum_mismatch_is_refused_and_leaves_nothing(tmp_path, squad_files):
     bad_expect.write_text(yaml.safe_dump(spec))
     dest = tmp_path / "raw"
     with serve(files) as (url, log):
-        proc = run_cli("fetch", "squad", "--dest", str(dest), "--source", url, "--cache", str(tmp_path / "cache"),
-                       "--expect", str(bad_expect))
+        proc = run_cli("fetch", "squad", "--dest", str(dest), "--source", url, "--cache", str(tmp_path / "cache"), "--expect", str(bad_expect))
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     actual = hashlib.sha256(files["dev-v1.1.json"]).hexdigest()
     assert "dev-v1.1.json" in proc.stderr and wrong in proc.stderr and actual in proc.stderr
@@ -114,12 +113,14 @@ def test_checksum_mismatch_is_refused_and_leaves_nothing(tmp_path, squad_files):
         prepare("squad", dest, tmp_path / "prepared")
 
 
-@pytest.mark.parametrize("mutate, message", [
-    (lambda doc: doc.update(version="2.0"), "field 'version' is '2.0', expected '1.1'"),
-    (lambda doc: doc["data"][1]["paragraphs"][0]["qas"][2]["answers"][0].pop("answer_start"),
-     "data[1].paragraphs[0].qas[2].answers[0]"),
-    (lambda doc: doc["data"][0]["paragraphs"][1].pop("context"), "data[0].paragraphs[1]: expected an object with a 'context' string"),
-])
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda doc: doc.update(version="2.0"), "field 'version' is '2.0', expected '1.1'"),
+        (lambda doc: doc["data"][1]["paragraphs"][0]["qas"][2]["answers"][0].pop("answer_start"), "data[1].paragraphs[0].qas[2].answers[0]"),
+        (lambda doc: doc["data"][0]["paragraphs"][1].pop("context"), "data[0].paragraphs[1]: expected an object with a 'context' string"),
+    ],
+)
 def test_a_file_that_is_not_squad_v1_1_is_refused(tmp_path, mutate, message):
     """Checksums can vouch for a wrong file (a mirror's --expect): fetch checks the format too."""
     src = tmp_path / "src"

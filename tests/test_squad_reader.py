@@ -17,12 +17,14 @@ NEG = -1e30
 
 def test_best_span_respects_order_and_length():
     # Scores s_i + e_j by hand (each row's log-softmax constants are shared by all pairs):
-    start = torch.tensor([[0.0, 5.0, 0.0, 0.0, NEG],     # (1, 3) = 11: best start and end, 3 tokens long
-                          [1.0, 0.0, 0.0, 0.0, 0.0],     # (0, 4) = 10 is 5 tokens long; (2, 4) = 9 wins
-                          [0.0, 0.0, 0.0, 4.0, 0.0]])    # (3, 1) = 7 ends before it starts; (3, 3) = 5 wins
-    end = torch.tensor([[0.0, 0.0, 0.0, 6.0, NEG],
-                        [0.0, 0.0, 0.0, 0.0, 9.0],
-                        [0.0, 3.0, 0.0, 1.0, 0.0]])
+    start = torch.tensor(
+        [
+            [0.0, 5.0, 0.0, 0.0, NEG],  # (1, 3) = 11: best start and end, 3 tokens long
+            [1.0, 0.0, 0.0, 0.0, 0.0],  # (0, 4) = 10 is 5 tokens long; (2, 4) = 9 wins
+            [0.0, 0.0, 0.0, 4.0, 0.0],
+        ]
+    )  # (3, 1) = 7 ends before it starts; (3, 3) = 5 wins
+    end = torch.tensor([[0.0, 0.0, 0.0, 6.0, NEG], [0.0, 0.0, 0.0, 0.0, 9.0], [0.0, 3.0, 0.0, 1.0, 0.0]])
     first, last = best_spans(start, end, 3)
     assert first.tolist() == [1, 2, 3] and last.tolist() == [3, 4, 3]
     first, last = best_spans(start, end, 5)
@@ -35,9 +37,13 @@ def tiny_reader(seed=0) -> DrQAReader:
 
 
 def example(rng, c_len, q_len):
-    return {"c_words": rng.integers(2, 30, c_len), "c_chars": rng.integers(0, 12, (c_len, 16)),
-            "c_feat": rng.integers(0, 2, (c_len, 2)).astype(np.uint8), "q_words": rng.integers(2, 30, q_len),
-            "q_chars": rng.integers(0, 12, (q_len, 16))}
+    return {
+        "c_words": rng.integers(2, 30, c_len),
+        "c_chars": rng.integers(0, 12, (c_len, 16)),
+        "c_feat": rng.integers(0, 2, (c_len, 2)).astype(np.uint8),
+        "q_words": rng.integers(2, 30, q_len),
+        "q_chars": rng.integers(0, 12, (q_len, 16)),
+    }
 
 
 def run(model, examples):
@@ -70,11 +76,14 @@ def test_unknown_model_args_are_an_error():
 
 def test_pretrained_embeddings_from_a_local_glove_file(tmp_path):
     glove = tmp_path / "vectors.txt"
-    glove.write_text("3 4\n"  # word2vec-style header: skipped
-                     "The 1 2 3 4\n"  # matched lower-cased
-                     "cat 0.5 0.5 0.5 0.5\n"
-                     "zebra 9 9 9 9\n"  # not in the vocabulary
-                     "cat 7 7 7 7\n", encoding="utf-8")  # a second vector of a word: the first wins
+    glove.write_text(
+        "3 4\n"  # word2vec-style header: skipped
+        "The 1 2 3 4\n"  # matched lower-cased
+        "cat 0.5 0.5 0.5 0.5\n"
+        "zebra 9 9 9 9\n"  # not in the vocabulary
+        "cat 7 7 7 7\n",
+        encoding="utf-8",
+    )  # a second vector of a word: the first wins
     embedding = torch.nn.Embedding(4, 4)
     before = embedding.weight[3].detach().clone()
     info = load_pretrained(str(glove), ("<pad>", "<unk>", "the", "cat"), embedding)

@@ -11,7 +11,6 @@ import shutil
 import pandas as pd
 import pytest
 import torch
-
 from conftest import ROOT, run_cli
 from squad_synth import write_expect, write_squad_files
 
@@ -28,10 +27,29 @@ def trained(tmp_path_factory):
     run_cli("fetch", "squad", "--dest", str(work / "raw"), "--source", str(work / "generated"), "--expect", str(expect), check=True)
     run_cli("prepare", "squad", "--raw", str(work / "raw"), "--out", str(work / "prepared"), check=True)
     run = work / "run"
-    proc = run_cli("train", "--entry", str(ENTRY), "--seed", "0", "--data", str(work / "prepared"),
-                   "--tsv", str(run / "train.tsv"), "--log-parquet", str(run / "train.parquet"),
-                   "--checkpoint", str(run / "model.pt"), "--run-json", str(run / "run.json"),
-                   "--threshold", str(THRESHOLD), "--stop-at-threshold", "--threads", "1", check=True)
+    proc = run_cli(
+        "train",
+        "--entry",
+        str(ENTRY),
+        "--seed",
+        "0",
+        "--data",
+        str(work / "prepared"),
+        "--tsv",
+        str(run / "train.tsv"),
+        "--log-parquet",
+        str(run / "train.parquet"),
+        "--checkpoint",
+        str(run / "model.pt"),
+        "--run-json",
+        str(run / "run.json"),
+        "--threshold",
+        str(THRESHOLD),
+        "--stop-at-threshold",
+        "--threads",
+        "1",
+        check=True,
+    )
     return work, run, proc
 
 
@@ -66,9 +84,26 @@ def test_training_log_and_checkpoint(trained):
 def test_inference_one_question_at_a_time_agrees_with_training_and_squad_eval(trained, tmp_path):
     work, run, _ = trained
     out = tmp_path / "latency.json"
-    run_cli("infer", "--checkpoint", str(run / "model.pt"), "--run-json", str(run / "run.json"), "--data", str(work / "prepared"),
-            "--prices", str(ROOT / "config" / "prices.yaml"), "--out", str(out), "--items-parquet", str(tmp_path / "latency.parquet"),
-            "--threads", "1", "--warmup", "3", check=True)
+    run_cli(
+        "infer",
+        "--checkpoint",
+        str(run / "model.pt"),
+        "--run-json",
+        str(run / "run.json"),
+        "--data",
+        str(work / "prepared"),
+        "--prices",
+        str(ROOT / "config" / "prices.yaml"),
+        "--out",
+        str(out),
+        "--items-parquet",
+        str(tmp_path / "latency.parquet"),
+        "--threads",
+        "1",
+        "--warmup",
+        "3",
+        check=True,
+    )
     latency = json.loads(out.read_text())
     ckpt_f1 = pd.read_csv(run / "train.tsv", sep="\t")["f1Score"].iloc[-1]
     # from raw text (tokenised per question) the model answers exactly as in its training-time evaluation

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import ROOT, run_cli, tool_env
+
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.tasks import all_tasks, load_task_file, load_tasks
 
@@ -48,8 +48,22 @@ def test_the_shipped_task_files_load():
     assert all_tasks()["imagenet"].metric_column == "top5Accuracy" and all_tasks()["squad"].metric_scale == "fraction"
 
 
-@pytest.mark.parametrize("field", ["name", "title", "submission_dir", "metric", "inference", "metric.threshold",
-                                   "metric.column", "metric.scale", "metric.log_columns", "inference.items", "inference.accuracy_field"])
+@pytest.mark.parametrize(
+    "field",
+    [
+        "name",
+        "title",
+        "submission_dir",
+        "metric",
+        "inference",
+        "metric.threshold",
+        "metric.column",
+        "metric.scale",
+        "metric.log_columns",
+        "inference.items",
+        "inference.accuracy_field",
+    ],
+)
 def test_a_missing_field_is_named_with_its_file(tmp_path, field):
     path = _write(tmp_path, _without(field))
     with pytest.raises(DawnpipeError) as e:
@@ -57,20 +71,23 @@ def test_a_missing_field_is_named_with_its_file(tmp_path, field):
     assert str(e.value).startswith(f"{path}: field '{field}': missing")
 
 
-@pytest.mark.parametrize("field, value, says", [
-    ("metric.threshold", "ninety-four", "expected a number, got str 'ninety-four'"),
-    ("metric.threshold", True, "expected a number, got bool True"),
-    ("metric", [1, 2], "expected a mapping, got list"),
-    ("metric.log_columns", "top1Accuracy", "expected a list of strings, got str"),
-    ("metric.scale", "percentage", "expected one of percent, fraction, got 'percentage'"),
-    ("metric.sensitivity_ladder", [90, "91"], "expected a list of numbers"),
-    ("metric.log_columns", ["top5Accuracy"], "must include the metric column 'top1Accuracy'"),
-    ("inference.items", 10000.5, "expected a positive whole number, got float 10000.5"),
-    ("inference.items", 0, "expected a positive whole number, got int 0"),
-    ("name", 12, "expected a string, got int 12"),
-    ("data", "cifar", "expected a mapping, got str 'cifar'"),
-    ("data.kind", None, "missing (expected a string)"),
-])
+@pytest.mark.parametrize(
+    "field, value, says",
+    [
+        ("metric.threshold", "ninety-four", "expected a number, got str 'ninety-four'"),
+        ("metric.threshold", True, "expected a number, got bool True"),
+        ("metric", [1, 2], "expected a mapping, got list"),
+        ("metric.log_columns", "top1Accuracy", "expected a list of strings, got str"),
+        ("metric.scale", "percentage", "expected one of percent, fraction, got 'percentage'"),
+        ("metric.sensitivity_ladder", [90, "91"], "expected a list of numbers"),
+        ("metric.log_columns", ["top5Accuracy"], "must include the metric column 'top1Accuracy'"),
+        ("inference.items", 10000.5, "expected a positive whole number, got float 10000.5"),
+        ("inference.items", 0, "expected a positive whole number, got int 0"),
+        ("name", 12, "expected a string, got int 12"),
+        ("data", "cifar", "expected a mapping, got str 'cifar'"),
+        ("data.kind", None, "missing (expected a string)"),
+    ],
+)
 def test_a_field_of_the_wrong_type_is_named_with_its_file(tmp_path, field, value, says):
     path = _write(tmp_path, _with(field, value))
     with pytest.raises(DawnpipeError) as e:

@@ -16,14 +16,14 @@ import time
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import run_cli
+from nvml_stand_in import FakeGpu, NvmlStandIn
+
 from dawnpipe.telemetry import energy as en
 from dawnpipe.telemetry import mark_training_clock, rapl, sampling
 from dawnpipe.telemetry.nvml import NvmlGpus
 from dawnpipe.telemetry.peaks import device_peak, gpu_peak, peak_table, probe_cpu
 from dawnpipe.telemetry.sampler import COLUMNS, Sampler
-from nvml_stand_in import FakeGpu, NvmlStandIn
 
 
 def _telemetry_threads():
@@ -109,9 +109,27 @@ def test_train_cli_failure_leaves_no_telemetry_output(tmp_path):
     run, data = tmp_path / "run", tmp_path / "prepared"
     data.mkdir()
     (data / "manifest.json").write_text(json.dumps({"task": "fashion-mnist", "splits": {}}))
-    proc = run_cli("train", "--entry", "config/entries/fastnet.yaml", "--seed", "0", "--data", str(data),
-                   "--tsv", str(run / "train.tsv"), "--log-parquet", str(run / "train.parquet"), "--checkpoint", str(run / "model.pt"),
-                   "--run-json", str(run / "run.json"), "--work-dir", str(run / ".work"), "--telemetry-interval", "0.05")
+    proc = run_cli(
+        "train",
+        "--entry",
+        "config/entries/fastnet.yaml",
+        "--seed",
+        "0",
+        "--data",
+        str(data),
+        "--tsv",
+        str(run / "train.tsv"),
+        "--log-parquet",
+        str(run / "train.parquet"),
+        "--checkpoint",
+        str(run / "model.pt"),
+        "--run-json",
+        str(run / "run.json"),
+        "--work-dir",
+        str(run / ".work"),
+        "--telemetry-interval",
+        "0.05",
+    )
     assert proc.returncode == 1, proc.stderr
     assert "no split 'train'" in proc.stderr and "Traceback" not in proc.stderr
     assert not (run / "telemetry.parquet").exists()
@@ -223,8 +241,7 @@ def test_sampler_reads_rapl_from_a_stand_in_tree(tmp_path):
 # ------------------------------------------------------------ energy integration
 def constant_trace(watts: float, seconds: float, step: float, device="gpu0", kind="gpu", counter=False) -> pd.DataFrame:
     t = np.arange(0.0, seconds + 1e-9, step)
-    return pd.DataFrame({"t_s": t, "device": device, "kind": kind, "power_w": np.nan if counter else watts,
-                         "energy_j": watts * t if counter else np.nan})
+    return pd.DataFrame({"t_s": t, "device": device, "kind": kind, "power_w": np.nan if counter else watts, "energy_j": watts * t if counter else np.nan})
 
 
 def test_energy_of_a_constant_power_trace():
@@ -252,8 +269,17 @@ def _log(epochs: list[tuple[float, float, float, float]]) -> pd.DataFrame:
     for i, (train, ev, gap, metric) in enumerate(epochs, start=1):
         wall += train + ev
         clock += train
-        rows.append({"epoch": i, "hours": clock / 3600, "wall_hours": wall / 3600, "eval_seconds": ev,
-                     "epoch_train_seconds": train, "top1Accuracy": metric, "items_per_second": 1000.0})
+        rows.append(
+            {
+                "epoch": i,
+                "hours": clock / 3600,
+                "wall_hours": wall / 3600,
+                "eval_seconds": ev,
+                "epoch_train_seconds": train,
+                "top1Accuracy": metric,
+                "items_per_second": 1000.0,
+            }
+        )
         wall += gap
     return pd.DataFrame(rows)
 
@@ -287,8 +313,15 @@ def test_peak_table_rows_are_complete_and_sourced():
         assert row["fp16"] is None or row["fp16"] >= row["fp32"] or "1080" in name, name
 
 
-@pytest.mark.parametrize("name, key", [("NVIDIA A100-SXM4-40GB", "NVIDIA A100-SXM4-40GB"), ("a100-sxm4-40gb", "NVIDIA A100-SXM4-40GB"),
-                                       ("Tesla V100-SXM2-32GB", "Tesla V100-SXM2-16GB"), ("GeForce GTX 1080 Ti", "NVIDIA GeForce GTX 1080 Ti")])
+@pytest.mark.parametrize(
+    "name, key",
+    [
+        ("NVIDIA A100-SXM4-40GB", "NVIDIA A100-SXM4-40GB"),
+        ("a100-sxm4-40gb", "NVIDIA A100-SXM4-40GB"),
+        ("Tesla V100-SXM2-32GB", "Tesla V100-SXM2-16GB"),
+        ("GeForce GTX 1080 Ti", "NVIDIA GeForce GTX 1080 Ti"),
+    ],
+)
 def test_gpu_peak_lookup(name, key):
     assert gpu_peak(name)["device"] == key
 

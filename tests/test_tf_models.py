@@ -10,8 +10,9 @@ import pytest
 torch = pytest.importorskip("torch")
 keras = pytest.importorskip("keras")
 
-from dawnpipe.models import tf_zoo, torch_zoo  # noqa: E402
 from infer_fixtures import scramble_batch_norm  # noqa: E402
+
+from dawnpipe.models import tf_zoo, torch_zoo  # noqa: E402
 
 
 def torch_counts(model) -> dict[str, int]:

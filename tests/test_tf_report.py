@@ -12,30 +12,67 @@ from dawnpipe.report.render import render_html
 
 
 def latency(backend, latency_ms, meets=True):
-    return {"latency_mean_ms": latency_ms, "latency_p50_ms": latency_ms, "latency_p90_ms": latency_ms, "latency_p99_ms": latency_ms,
-            "accuracy": 71.0 if meets else 50.0, "meets_threshold": meets, "backend": backend}
+    return {
+        "latency_mean_ms": latency_ms,
+        "latency_p50_ms": latency_ms,
+        "latency_p90_ms": latency_ms,
+        "latency_p99_ms": latency_ms,
+        "accuracy": 71.0 if meets else 50.0,
+        "meets_threshold": meets,
+        "backend": backend,
+    }
 
 
-def make_run(entry, framework, seed, epoch_seconds, *, model="resnet20", reached_hours=None, latency_ms=2.0, threshold=70.0, backend=None,
-             others=()):
+def make_run(entry, framework, seed, epoch_seconds, *, model="resnet20", reached_hours=None, latency_ms=2.0, threshold=70.0, backend=None, others=()):
     """``others``: more inference results of the run (other backends), beside the framework's own."""
     epochs = len(epoch_seconds)
     hours = pd.Series(epoch_seconds).cumsum() / 3600.0
-    log = pd.DataFrame({
-        "epoch": range(1, epochs + 1), "top1Accuracy": [60.0 + e for e in range(epochs)], "hours": hours,
-        "wall_hours": hours * 1.5, "train_loss": 1.0, "eval_loss": 1.0, "eval_seconds": 0.5, "checkpoint_seconds": 0.1,
-        "epoch_train_seconds": epoch_seconds, "lr": 0.1, "items_per_second": [3000 / s for s in epoch_seconds],
-    })
+    log = pd.DataFrame(
+        {
+            "epoch": range(1, epochs + 1),
+            "top1Accuracy": [60.0 + e for e in range(epochs)],
+            "hours": hours,
+            "wall_hours": hours * 1.5,
+            "train_loss": 1.0,
+            "eval_loss": 1.0,
+            "eval_seconds": 0.5,
+            "checkpoint_seconds": 0.1,
+            "epoch_train_seconds": epoch_seconds,
+            "lr": 0.1,
+            "items_per_second": [3000 / s for s in epoch_seconds],
+        }
+    )
     reached = reached_hours is not None
     mine = latency(backend or {"pytorch": "eager", "tensorflow": "tf-function"}[framework], latency_ms)
     return {
-        "run": {"entry": entry, "seed": seed, "task": "fashion-mnist", "model": model, "hardware": "local-cpu",
-                "framework": framework, "threshold": threshold, "demo_threshold": True,
-                "environment": {"framework": framework, "framework_version": {"pytorch": "2.13.0", "tensorflow": "2.21.0"}[framework],
-                                "cpu_model": "test CPU", "threads": 2, "git": {"commit": None, "dirty": None}}},
-        "tta": {"reached": reached, "time_to_accuracy_hours": reached_hours, "threshold": threshold, "demo_threshold": True,
-                "epochs_to_accuracy": 2 if reached else None, "wall_time_to_accuracy_hours": reached_hours * 1.5 if reached else None,
-                "best_metric": 61.0, "training_hours": float(hours.iloc[-1]), "epochs_run": epochs},
+        "run": {
+            "entry": entry,
+            "seed": seed,
+            "task": "fashion-mnist",
+            "model": model,
+            "hardware": "local-cpu",
+            "framework": framework,
+            "threshold": threshold,
+            "demo_threshold": True,
+            "environment": {
+                "framework": framework,
+                "framework_version": {"pytorch": "2.13.0", "tensorflow": "2.21.0"}[framework],
+                "cpu_model": "test CPU",
+                "threads": 2,
+                "git": {"commit": None, "dirty": None},
+            },
+        },
+        "tta": {
+            "reached": reached,
+            "time_to_accuracy_hours": reached_hours,
+            "threshold": threshold,
+            "demo_threshold": True,
+            "epochs_to_accuracy": 2 if reached else None,
+            "wall_time_to_accuracy_hours": reached_hours * 1.5 if reached else None,
+            "best_metric": 61.0,
+            "training_hours": float(hours.iloc[-1]),
+            "epochs_run": epochs,
+        },
         "latency": mine,
         "latencies": sorted([mine, *others], key=lambda lat: lat["latency_mean_ms"]),
         "log": log,
@@ -73,8 +110,9 @@ def test_latency_compares_each_framework_s_own_runtime_at_the_threshold_only():
     headline backends (a faster ONNX Runtime or int8 result of the PyTorch run
     is another runtime), and never a result below the threshold."""
     runs = [
-        make_run("resnet20-dawn", "pytorch", 0, [10.0], reached_hours=0.01, latency_ms=4.0,
-                 others=[latency("onnxruntime", 1.0), latency("onnxruntime-int8", 0.5)]),
+        make_run(
+            "resnet20-dawn", "pytorch", 0, [10.0], reached_hours=0.01, latency_ms=4.0, others=[latency("onnxruntime", 1.0), latency("onnxruntime-int8", 0.5)]
+        ),
         make_run("resnet20-dawn", "pytorch", 1, [10.0], reached_hours=0.01, latency_ms=6.0, others=[latency("onnxruntime", 1.5)]),
         make_run("resnet20-dawn-tf", "tensorflow", 0, [20.0], reached_hours=0.02, latency_ms=2.0),
         make_run("resnet20-dawn-tf", "tensorflow", 1, [20.0], reached_hours=0.02, latency_ms=3.0),
@@ -107,8 +145,7 @@ def test_one_row_per_entry():
     """Two PyTorch recipes of the same model are two rows, each with its own seeds, not one merged row."""
     other = make_run("resnet20-fast", "pytorch", 0, [6.0, 6.0], reached_hours=0.005, latency_ms=3.0)
     rows = framework_comparison([*RUNS[:4], other])
-    assert [(r["framework"], r["entry"]) for r in rows] == [("pytorch", "resnet20-dawn"), ("pytorch", "resnet20-fast"),
-                                                            ("tensorflow", "resnet20-dawn-tf")]
+    assert [(r["framework"], r["entry"]) for r in rows] == [("pytorch", "resnet20-dawn"), ("pytorch", "resnet20-fast"), ("tensorflow", "resnet20-dawn-tf")]
     dawn, fast, tf_row = rows
     assert dawn["seeds"] == [0, 1] and fast["seeds"] == [0] and fast["epoch_seconds_median"] == 6.0
     assert fast["epoch_ratio"] == 1.0 and tf_row["epoch_ratio"] == pytest.approx(22.0 / 6.0)
@@ -135,8 +172,8 @@ def page(runs, model_name=None) -> str:
 
 def test_page_shows_the_comparison_section():
     html = page(RUNS)
-    section = html[html.index('<h2 id="frameworks">'):]
-    section = section[:section.index("</table>")]
+    section = html[html.index('<h2 id="frameworks">') :]
+    section = section[: section.index("</table>")]
     assert 'id="framework-fashion-mnist-resnet20-local-cpu-tensorflow-resnet20-dawn-tf"' in section
     assert "22.00 (2.20x)" in section and "10.00 (1.00x)" in section  # time per epoch
     assert "0:01:48 (2.00x), 1/2 reached" in section  # 0.03 h = 108 s

@@ -16,12 +16,12 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-
 from conftest import ROOT, run_cli, tool_env
+from tiny_training import assert_evaluation_off_the_clock, run_with_slow_evaluation, signal_mid_epoch, start_training
+
 from dawnpipe.logs import read_run_tsv
 from dawnpipe.schemas.results import RunLog, log_model, validate
 from dawnpipe.tasks import get_task
-from tiny_training import assert_evaluation_off_the_clock, run_with_slow_evaluation, signal_mid_epoch, start_training
 
 pytestmark = pytest.mark.slow
 
@@ -59,9 +59,11 @@ sys.exit(code)
 """
 
 TINY_RECIPE = {
-    "task": "fashion-mnist", "framework": "tensorflow", "model": "resnet20", "hardware": "local-cpu",
-    "hyperparameters": {"batch_size": 100, "epochs": 2, "lr": 0.05, "schedule": {"kind": "constant"},
-                        "augment": {"crop_padding": 2, "flip": True}},
+    "task": "fashion-mnist",
+    "framework": "tensorflow",
+    "model": "resnet20",
+    "hardware": "local-cpu",
+    "hyperparameters": {"batch_size": 100, "epochs": 2, "lr": 0.05, "schedule": {"kind": "constant"}, "augment": {"crop_padding": 2, "flip": True}},
 }
 LIMITS = ["--train-limit", "600", "--test-limit", "200"]
 
@@ -82,15 +84,34 @@ def outside_env(env_file: Path) -> dict[str, list[str]]:
     pinned = [d.split("==")[0] for d in yaml.safe_load(env_file.read_text())["dependencies"][-1]["pip"]]
     provided = _with_dependencies(pinned) | {"dawnpipe"}
     dists = sorted({_canonical(d.metadata["Name"]) for d in distributions()} - provided)
-    modules = sorted(m for m, owners in packages_distributions().items()
-                     if m not in sys.stdlib_module_names and not {_canonical(d) for d in owners} & provided)
+    modules = sorted(m for m, owners in packages_distributions().items() if m not in sys.stdlib_module_names and not {_canonical(d) for d in owners} & provided)
     return {"distributions": dists, "modules": modules}
 
 
 def train_args(entry: Path, out: Path, *extra: str) -> list[str]:
-    return ["train", "--entry", str(entry), "--seed", "0", "--data", str(out.parent / "prepared"),
-            "--tsv", str(out / "train.tsv"), "--log-parquet", str(out / "train.parquet"), "--checkpoint", str(out / "model.pt"),
-            "--run-json", str(out / "run.json"), "--work-dir", str(out / ".work"), "--threads", "2", *LIMITS, *extra]
+    return [
+        "train",
+        "--entry",
+        str(entry),
+        "--seed",
+        "0",
+        "--data",
+        str(out.parent / "prepared"),
+        "--tsv",
+        str(out / "train.tsv"),
+        "--log-parquet",
+        str(out / "train.parquet"),
+        "--checkpoint",
+        str(out / "model.pt"),
+        "--run-json",
+        str(out / "run.json"),
+        "--work-dir",
+        str(out / ".work"),
+        "--threads",
+        "2",
+        *LIMITS,
+        *extra,
+    ]
 
 
 def checkpoint_meta(path: Path) -> dict:
@@ -146,10 +167,28 @@ def test_tf_run_json_records_the_tensorflow_environment(tf_run):
 @pytest.fixture(scope="module")
 def tf_infer(tf_run, work) -> tuple[subprocess.CompletedProcess, dict]:
     out = tf_run[0]
-    proc, loaded = probe("envs/train-tf.yaml", "infer", "--checkpoint", str(out / "model.pt"), "--run-json", str(out / "run.json"),
-                         "--data", str(work / "prepared"), "--prices", str(ROOT / "config/prices.yaml"),
-                         "--out", str(out / "latency.json"), "--items-parquet", str(out / "latency.parquet"),
-                         "--threads", "1", "--warmup", "5", "--limit", "200")
+    proc, loaded = probe(
+        "envs/train-tf.yaml",
+        "infer",
+        "--checkpoint",
+        str(out / "model.pt"),
+        "--run-json",
+        str(out / "run.json"),
+        "--data",
+        str(work / "prepared"),
+        "--prices",
+        str(ROOT / "config/prices.yaml"),
+        "--out",
+        str(out / "latency.json"),
+        "--items-parquet",
+        str(out / "latency.parquet"),
+        "--threads",
+        "1",
+        "--warmup",
+        "5",
+        "--limit",
+        "200",
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc, loaded
 
@@ -263,19 +302,40 @@ def test_pytorch_jobs_do_not_load_tensorflow(work):
     proc, loaded = probe("envs/train-torch.yaml", *train_args(ROOT / "config/entries/fastnet.yaml", out, "--threshold", "1", "--stop-at-threshold"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert loaded == {"tensorflow": False, "keras": False, "torch": True}
-    proc, loaded = probe("envs/train-torch.yaml", "infer", "--checkpoint", str(out / "model.pt"), "--run-json", str(out / "run.json"),
-                         "--data", str(work / "prepared"), "--prices", str(ROOT / "config/prices.yaml"),
-                         "--out", str(out / "latency.json"), "--items-parquet", str(out / "latency.parquet"), "--limit", "20")
+    proc, loaded = probe(
+        "envs/train-torch.yaml",
+        "infer",
+        "--checkpoint",
+        str(out / "model.pt"),
+        "--run-json",
+        str(out / "run.json"),
+        "--data",
+        str(work / "prepared"),
+        "--prices",
+        str(ROOT / "config/prices.yaml"),
+        "--out",
+        str(out / "latency.json"),
+        "--items-parquet",
+        str(out / "latency.parquet"),
+        "--limit",
+        "20",
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert loaded == {"tensorflow": False, "keras": False, "torch": True}
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"model": "fastnet"}, "bad.yaml: model 'fastnet'.*unknown Keras model"),
-    ({"model_args": {"widht": 2}}, "bad.yaml: model 'resnet20' with model_args {'widht': 2}: .*widht"),
-    ({"hyperparameters": {**TINY_RECIPE["hyperparameters"], "precision": "fp16"}}, "precision fp16 needs a CUDA device"),
-    ({"distributed": {"nodes": 1, "processes_per_node": 2}}, "bad.yaml: distributed: data-parallel training is implemented for the PyTorch image trainer only"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"model": "fastnet"}, "bad.yaml: model 'fastnet'.*unknown Keras model"),
+        ({"model_args": {"widht": 2}}, "bad.yaml: model 'resnet20' with model_args {'widht': 2}: .*widht"),
+        ({"hyperparameters": {**TINY_RECIPE["hyperparameters"], "precision": "fp16"}}, "precision fp16 needs a CUDA device"),
+        (
+            {"distributed": {"nodes": 1, "processes_per_node": 2}},
+            "bad.yaml: distributed: data-parallel training is implemented for the PyTorch image trainer only",
+        ),
+    ],
+)
 def test_bad_tf_entries_fail_with_a_message(work, change, message):
     entry = work / "bad.yaml"
     entry.write_text(yaml.safe_dump({**TINY_RECIPE, **change}))
@@ -289,9 +349,24 @@ def test_infer_rejects_a_file_that_is_not_a_keras_checkpoint(tf_run, work):
     out, _, _ = tf_run
     bad = work / "garbage.pt"
     bad.write_bytes(b"not a zip archive")
-    proc = run_cli("infer", "--checkpoint", str(bad), "--run-json", str(out / "run.json"), "--data", str(work / "prepared"),
-                   "--prices", str(ROOT / "config/prices.yaml"), "--out", str(work / "g.json"), "--items-parquet", str(work / "g.parquet"),
-                   "--limit", "10", timeout=600)
+    proc = run_cli(
+        "infer",
+        "--checkpoint",
+        str(bad),
+        "--run-json",
+        str(out / "run.json"),
+        "--data",
+        str(work / "prepared"),
+        "--prices",
+        str(ROOT / "config/prices.yaml"),
+        "--out",
+        str(work / "g.json"),
+        "--items-parquet",
+        str(work / "g.parquet"),
+        "--limit",
+        "10",
+        timeout=600,
+    )
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert f"{bad}: not a Keras checkpoint of dawnpipe" in proc.stderr
     assert not (work / "g.json").exists()

@@ -11,8 +11,8 @@ import re
 import pandas as pd
 import pytest
 import yaml
-
 from conftest import copy_project, run_snakemake
+
 from dawnpipe.logs import read_run_tsv
 from dawnpipe.schemas.results import RunLog, log_model, validate
 from dawnpipe.tasks import get_task

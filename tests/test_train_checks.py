@@ -12,8 +12,8 @@ import random
 import numpy as np
 import pytest
 import yaml
-
 from conftest import ROOT, run_cli
+
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.train.logbook import Logbook
 from dawnpipe.train.outputs import publish_checkpoint
@@ -25,15 +25,32 @@ FASTNET = yaml.safe_load((ROOT / "config/entries/fastnet.yaml").read_text())
 
 def _train_args(entry, tmp_path):
     out = tmp_path / "out"
-    return ["train", "--entry", str(entry), "--seed", "0", "--data", str(tmp_path / "no-such-data"),
-            "--tsv", str(out / "t.tsv"), "--log-parquet", str(out / "t.parquet"), "--checkpoint", str(out / "m.pt"),
-            "--run-json", str(out / "run.json")]
+    return [
+        "train",
+        "--entry",
+        str(entry),
+        "--seed",
+        "0",
+        "--data",
+        str(tmp_path / "no-such-data"),
+        "--tsv",
+        str(out / "t.tsv"),
+        "--log-parquet",
+        str(out / "t.parquet"),
+        "--checkpoint",
+        str(out / "m.pt"),
+        "--run-json",
+        str(out / "run.json"),
+    ]
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"model": "resnet7"}, "model 'resnet7' with model_args {'widths': [24, 48, 96, 192]}: "),
-    ({"model_args": {"widthz": [8, 16, 32, 64]}}, "model 'fastnet' with model_args {'widthz': [8, 16, 32, 64]}: "),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"model": "resnet7"}, "model 'resnet7' with model_args {'widths': [24, 48, 96, 192]}: "),
+        ({"model_args": {"widthz": [8, 16, 32, 64]}}, "model 'fastnet' with model_args {'widthz': [8, 16, 32, 64]}: "),
+    ],
+)
 def test_a_bad_model_is_named_with_the_entry_file_before_any_data_is_read(tmp_path, change, message):
     entry = tmp_path / "bad.yaml"
     entry.write_text(yaml.safe_dump({**FASTNET, **change}))
@@ -102,8 +119,16 @@ def test_the_state_restores_the_host_generators_and_records_the_schedule():
 
 
 def test_a_demo_threshold_is_called_one_in_the_progress_and_not_converged_lines():
-    row = {"epoch": 1, "hours": 0.001, "top1Accuracy": 80.0, "train_loss": 0.5, "epoch_train_seconds": 3.0,
-           "items_per_second": 100.0, "lr": 0.1, "eval_seconds": 1.0}
+    row = {
+        "epoch": 1,
+        "hours": 0.001,
+        "top1Accuracy": 80.0,
+        "train_loss": 0.5,
+        "epoch_train_seconds": 3.0,
+        "items_per_second": 100.0,
+        "lr": 0.1,
+        "eval_seconds": 1.0,
+    }
     demo = Logbook(("top1Accuracy",), "top1Accuracy", 75.0, demo=True)
     demo.add(row)
     assert "<- demo threshold 75 reached" in demo.progress_line(row, 4, True)

@@ -9,8 +9,8 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import run_cli
+
 from dawnpipe import leaderboard
 from dawnpipe.report import telemetry_sections
 from dawnpipe.report.svg import roofline_chart
@@ -71,11 +71,11 @@ def test_flops_cli_on_real_prepared_data(tmp_path, fashion_mnist_source):
     rec = json.loads(out.read_text())
     assert rec["counted"] and rec["item_shape"] == [1, 28, 28]
     # ResNet-20 on 28x28 grey images, forward, 2 FLOPs per multiply-add (k = 3x3 = 9):
-    stem = 2 * 1 * 16 * 9 * 28 * 28                                   # 225,792
-    stage1 = 6 * 2 * 16 * 16 * 9 * 28 * 28                           # 21,676,032
+    stem = 2 * 1 * 16 * 9 * 28 * 28  # 225,792
+    stage1 = 6 * 2 * 16 * 16 * 9 * 28 * 28  # 21,676,032
     stage2 = 2 * 16 * 32 * 9 * 14 * 14 + 5 * 2 * 32 * 32 * 9 * 14 * 14 + 2 * 16 * 32 * 14 * 14  # + 1x1 shortcut
     stage3 = 2 * 32 * 64 * 9 * 7 * 7 + 5 * 2 * 64 * 64 * 9 * 7 * 7 + 2 * 32 * 64 * 7 * 7
-    forward = stem + stage1 + stage2 + stage3 + 2 * 64 * 10           # 62,043,904
+    forward = stem + stage1 + stage2 + stage3 + 2 * 64 * 10  # 62,043,904
     # backward: input and weight gradients of every layer (2x forward), except the stem's input gradient
     assert rec["flops_per_item"] == 3 * forward - stem == 185_905_920
     assert rec["arithmetic_intensity"] > 0 and "MFLOP per item" in proc.stdout
@@ -88,7 +88,11 @@ LOG = {"epoch": [1, 2, 3, 4, 5], "hours": [0.01, 0.02, 0.03, 0.04, 0.05], "top1A
 def test_ladder_by_hand_from_a_log():
     got = rungs(LOG["epoch"], LOG["hours"], LOG["top1Accuracy"], [90, 91, 92, 93], run_threshold=93.0, stopped_early=False)
     assert [(g["threshold"], g["status"], g["epoch"], g["hours"]) for g in got] == [
-        (90.0, "reached", 2.0, 0.02), (91.0, "reached", 3.0, 0.03), (92.0, "reached", 5.0, 0.05), (93.0, "not reached", None, None)]
+        (90.0, "reached", 2.0, 0.02),
+        (91.0, "reached", 3.0, 0.03),
+        (92.0, "reached", 5.0, 0.05),
+        (93.0, "not reached", None, None),
+    ]
 
 
 def test_ladder_above_a_stopped_run_is_not_observed():
@@ -109,16 +113,25 @@ def test_sensitivity_cli_by_hand(tmp_path):
     tsv = tmp_path / "train.tsv"
     pd.DataFrame(LOG).to_csv(tsv, sep="\t", index=False)
     run_json = tmp_path / "run.json"
-    info = {"entry": "e", "seed": 0, "task": "fashion-mnist", "model": "fastnet", "framework": "pytorch", "hardware": "local-cpu",
-            "threshold": 93.0, "official_threshold": 93.0, "demo_threshold": False, "result": {"stopped_at_threshold": False}}
+    info = {
+        "entry": "e",
+        "seed": 0,
+        "task": "fashion-mnist",
+        "model": "fastnet",
+        "framework": "pytorch",
+        "hardware": "local-cpu",
+        "threshold": 93.0,
+        "official_threshold": 93.0,
+        "demo_threshold": False,
+        "result": {"stopped_at_threshold": False},
+    }
     run_json.write_text(json.dumps(info))
     out = tmp_path / "s.json"
     run_cli("sensitivity", "--tsv", str(tsv), "--run-json", str(run_json), "--out", str(out), "--ladder", "90", "91.5", "92", check=True)
     rec = json.loads(out.read_text())
     assert [(r["threshold"], r["epoch"]) for r in rec["rungs"]] == [(90.0, 2.0), (91.5, 5.0), (92.0, 5.0), (93.0, None)]
     # the config's per-task mapping, as Snakemake and DVC pass it: only the run's task counts
-    run_cli("sensitivity", "--tsv", str(tsv), "--run-json", str(run_json), "--out", str(out),
-            "--fashion-mnist", "90", "91", "--cifar10", "50", check=True)
+    run_cli("sensitivity", "--tsv", str(tsv), "--run-json", str(run_json), "--out", str(out), "--fashion-mnist", "90", "91", "--cifar10", "50", check=True)
     assert [r["threshold"] for r in json.loads(out.read_text())["rungs"]] == [90.0, 91.0, 93.0]
     bad = run_cli("sensitivity", "--tsv", str(tsv), "--run-json", str(run_json), "--out", str(out), "--ladder", "120")
     assert bad.returncode == 1 and "120" in bad.stderr and "Traceback" not in bad.stderr
@@ -131,10 +144,17 @@ def test_sensitivity_cli_by_hand(tmp_path):
 
 # ------------------------------------------------------------------ utilization stage
 def _run_json(device="cpu", telemetry=None, precision="fp32"):
-    return {"entry": "e", "seed": 0, "task": "fashion-mnist", "framework": "pytorch", "threshold": 91.0, "demo_threshold": True,
-            "settings": {"entry": {"hyperparameters": {"precision": precision}}},
-            "environment": {"device": device, "cpu_model": "Test CPU", "gpus": ["NVIDIA A100-SXM4-40GB"] if device != "cpu" else []},
-            "telemetry": telemetry or {}}
+    return {
+        "entry": "e",
+        "seed": 0,
+        "task": "fashion-mnist",
+        "framework": "pytorch",
+        "threshold": 91.0,
+        "demo_threshold": True,
+        "settings": {"entry": {"hyperparameters": {"precision": precision}}},
+        "environment": {"device": device, "cpu_model": "Test CPU", "gpus": ["NVIDIA A100-SXM4-40GB"] if device != "cpu" else []},
+        "telemetry": telemetry or {},
+    }
 
 
 def _log():
@@ -143,8 +163,17 @@ def _log():
     for i, metric in enumerate([80.0, 91.5, 93.0], start=1):
         wall += 24
         clock += 20
-        rows.append({"epoch": i, "hours": clock / 3600, "wall_hours": wall / 3600, "eval_seconds": 4.0, "epoch_train_seconds": 20.0,
-                     "top1Accuracy": metric, "items_per_second": 500.0})
+        rows.append(
+            {
+                "epoch": i,
+                "hours": clock / 3600,
+                "wall_hours": wall / 3600,
+                "eval_seconds": 4.0,
+                "epoch_train_seconds": 20.0,
+                "top1Accuracy": metric,
+                "items_per_second": 500.0,
+            }
+        )
         wall += 1
     return pd.DataFrame(rows)
 
@@ -154,8 +183,9 @@ FLOPS = {"counted": True, "flops_per_item": 2e8, "bytes_per_item": 4e6, "arithme
 
 def test_achieved_flops_and_energy_of_a_run_by_hand():
     t = np.arange(0.0, 100.0, 0.5)  # a RAPL package at a constant 60 W, training starting 2 s into the samples
-    samples = pd.DataFrame({"t_s": t, "device": "rapl:intel-rapl:0", "kind": "rapl", "name": "package-0", "power_w": np.nan,
-                            "energy_j": 60.0 * t, "utilization_pct": np.nan})
+    samples = pd.DataFrame(
+        {"t_s": t, "device": "rapl:intel-rapl:0", "kind": "rapl", "name": "package-0", "power_w": np.nan, "energy_j": 60.0 * t, "utilization_pct": np.nan}
+    )
     tele = {"training_clock_origin_s": 2.0, "interval_s": 0.5, "cpu_peak": {"fp32_tflops": 0.4, "memory_gbps": 10.0, "method": "test probe"}}
     rec = utilization(_log(), _run_json(telemetry=tele), FLOPS, samples)
     assert rec["epochs"][0]["achieved_tflops"] == pytest.approx(2e8 * 500 / 1e12)  # 0.1 TFLOP/s
@@ -169,8 +199,17 @@ def test_achieved_flops_and_energy_of_a_run_by_hand():
 
 
 def test_energy_is_not_measured_without_a_meter_and_says_why():
-    samples = pd.DataFrame({"t_s": [0.0, 1.0], "device": "process", "kind": "process", "power_w": np.nan, "energy_j": np.nan,
-                            "utilization_pct": [100.0, 150.0], "memory_used_mb": [500.0, 510.0]})
+    samples = pd.DataFrame(
+        {
+            "t_s": [0.0, 1.0],
+            "device": "process",
+            "kind": "process",
+            "power_w": np.nan,
+            "energy_j": np.nan,
+            "utilization_pct": [100.0, 150.0],
+            "memory_used_mb": [500.0, 510.0],
+        }
+    )
     tele = {"training_clock_origin_s": 0.0, "sources": {"gpu": "NVML unavailable: NVML Shared Library Not Found", "rapl": "/sys/class/powercap absent"}}
     rec = utilization(_log(), _run_json(telemetry=tele), FLOPS, samples)
     assert rec["energy"]["energy_to_accuracy_j"] is None and rec["energy"]["source"] == "none"
@@ -191,8 +230,14 @@ def test_roofline_escapes_labels():
 
 
 def _sens(entry, seed, rungs_):
-    return {"run": {"entry": entry, "seed": seed}, "sensitivity": {"task": "fashion-mnist", "entry": entry, "rungs": [
-        {"threshold": t, "status": s, "hours": h, "epoch": 1.0 if h else None} for t, s, h in rungs_]}}
+    return {
+        "run": {"entry": entry, "seed": seed},
+        "sensitivity": {
+            "task": "fashion-mnist",
+            "entry": entry,
+            "rungs": [{"threshold": t, "status": s, "hours": h, "epoch": 1.0 if h else None} for t, s, h in rungs_],
+        },
+    }
 
 
 def test_sensitivity_marks_an_entry_that_wins_low_but_never_reaches_the_official_threshold():
@@ -215,9 +260,11 @@ def test_sensitivity_wins_count_a_seed_that_did_not_converge_as_infinitely_slow(
     """1 of 3 seeds of "lucky" reaches 90 very fast; all 3 of "steady" reach it
     more slowly. Over reaching seeds only, lucky's median (0.01 h) would win;
     with the two DNC seeds as +inf its median is +inf, and steady wins."""
-    runs = [_sens("lucky", 0, [(90.0, "reached", 0.01), (93.0, "not reached", None)]),
-            *(_sens("lucky", k, [(90.0, "not reached", None), (93.0, "not reached", None)]) for k in (1, 2)),
-            *(_sens("steady", k, [(90.0, "reached", 0.02 + k / 1000), (93.0, "reached", 0.05)]) for k in range(3))]
+    runs = [
+        _sens("lucky", 0, [(90.0, "reached", 0.01), (93.0, "not reached", None)]),
+        *(_sens("lucky", k, [(90.0, "not reached", None), (93.0, "not reached", None)]) for k in (1, 2)),
+        *(_sens("steady", k, [(90.0, "reached", 0.02 + k / 1000), (93.0, "reached", 0.05)]) for k in range(3)),
+    ]
     (section,) = telemetry_sections.sensitivity_by_task(runs)
     rows = {r["entry"]: r for r in section["rows"]}
     assert rows["steady"]["wins_at"] == [90.0] and rows["lucky"]["wins_at"] == [] and not rows["lucky"]["flag"]
@@ -232,8 +279,16 @@ def test_sensitivity_wins_count_a_seed_that_did_not_converge_as_infinitely_slow(
 
 
 def test_energy_objective_appears_only_where_measured():
-    base = {"task": "fashion-mnist", "threshold": 93.0, "demo_threshold": False, "model": "m", "hardware": "h", "framework": "pytorch",
-            "timestamp": "2026-01-01", "source": "runs/e/seed0"}
+    base = {
+        "task": "fashion-mnist",
+        "threshold": 93.0,
+        "demo_threshold": False,
+        "model": "m",
+        "hardware": "h",
+        "framework": "pytorch",
+        "timestamp": "2026-01-01",
+        "source": "runs/e/seed0",
+    }
     board = leaderboard.build([{**base, "objective": "train_time", "value": 0.01}])
     assert not [t for t in board["objectives"] if t["objective"] == "train_energy"]
     board = leaderboard.build([{**base, "objective": "train_energy", "value": 12_345.0, "energy_source": "NVML"}])
@@ -249,12 +304,29 @@ def test_report_page_shows_the_sections_with_the_energy_source(tmp_path):
     t = np.arange(0.0, 100.0, 0.5)
     samples = pd.DataFrame({"t_s": t, "device": "rapl:intel-rapl:0", "kind": "rapl", "power_w": np.nan, "energy_j": 60.0 * t, "utilization_pct": np.nan})
     util = utilization(log, _run_json(telemetry=tele), FLOPS, samples)
-    run = {"run": {"entry": "e", "seed": 0, "task": "fashion-mnist", "threshold": 91.0, "demo_threshold": True, "environment": {"cpu_model": "x", "threads": 2, "framework": "pytorch", "framework_version": "2", "git": {"commit": None}}},
-           "tta": {"threshold": 91.0, "demo_threshold": True, "reached": True, "epochs_to_accuracy": 2.0, "time_to_accuracy_hours": 40 / 3600,
-                   "wall_time_to_accuracy_hours": 49 / 3600, "best_metric": 93.0},
-           "latency": {"latency_mean_ms": 1.0, "latency_p50_ms": 1.0, "latency_p90_ms": 1.0, "latency_p99_ms": 1.0, "accuracy": 92.0},
-           "log": log, "utilization": util,
-           "sensitivity": {"task": "fashion-mnist", "entry": "e", "rungs": [{"threshold": 91.0, "status": "reached", "hours": 40 / 3600, "epoch": 2.0}]}}
+    run = {
+        "run": {
+            "entry": "e",
+            "seed": 0,
+            "task": "fashion-mnist",
+            "threshold": 91.0,
+            "demo_threshold": True,
+            "environment": {"cpu_model": "x", "threads": 2, "framework": "pytorch", "framework_version": "2", "git": {"commit": None}},
+        },
+        "tta": {
+            "threshold": 91.0,
+            "demo_threshold": True,
+            "reached": True,
+            "epochs_to_accuracy": 2.0,
+            "time_to_accuracy_hours": 40 / 3600,
+            "wall_time_to_accuracy_hours": 49 / 3600,
+            "best_metric": 93.0,
+        },
+        "latency": {"latency_mean_ms": 1.0, "latency_p50_ms": 1.0, "latency_p90_ms": 1.0, "latency_p99_ms": 1.0, "accuracy": 92.0},
+        "log": log,
+        "utilization": util,
+        "sensitivity": {"task": "fashion-mnist", "entry": "e", "rungs": [{"threshold": 91.0, "status": "reached", "hours": 40 / 3600, "epoch": 2.0}]},
+    }
     board = leaderboard.build([])
     board["generated"], board["config"] = "now", "test"
     html = render_html(board, [run], [], config_name="test")
@@ -278,12 +350,22 @@ def test_energy_rows_and_exclusions_of_our_runs():
     from dawnpipe.report.build import objective_rows
 
     def run(seed, reached, energy):
-        return {"run": {"entry": "e", "seed": seed, "model": "m", "hardware": "h", "framework": "pytorch", "finished": "2026-01-01T00:00:00"},
-                "tta": {"task": "fashion-mnist", "threshold": 93.0, "demo_threshold": False, "reached": reached, "epochs_to_accuracy": 2.0 if reached else None,
-                        "time_to_accuracy_hours": 0.01 if reached else None, "wall_time_to_accuracy_hours": 0.02 if reached else None,
-                        "cost_usd": None, "reason": None if reached else "did not converge"},
-                "latency": {"backend": "eager", "threads": 1, "accuracy": 90.0, "items": 10, "meets_threshold": False, "threshold": 93.0, "metric": "top1Accuracy"},
-                "utilization": {"energy": energy}}
+        return {
+            "run": {"entry": "e", "seed": seed, "model": "m", "hardware": "h", "framework": "pytorch", "finished": "2026-01-01T00:00:00"},
+            "tta": {
+                "task": "fashion-mnist",
+                "threshold": 93.0,
+                "demo_threshold": False,
+                "reached": reached,
+                "epochs_to_accuracy": 2.0 if reached else None,
+                "time_to_accuracy_hours": 0.01 if reached else None,
+                "wall_time_to_accuracy_hours": 0.02 if reached else None,
+                "cost_usd": None,
+                "reason": None if reached else "did not converge",
+            },
+            "latency": {"backend": "eager", "threads": 1, "accuracy": 90.0, "items": 10, "meets_threshold": False, "threshold": 93.0, "metric": "top1Accuracy"},
+            "utilization": {"energy": energy},
+        }
 
     measured = {"energy_to_accuracy_j": 500.0, "run_j": 900.0, "source": "RAPL"}
     unmeasured = {"energy_to_accuracy_j": None, "run_j": None, "source": "none"}
@@ -298,11 +380,29 @@ def test_the_energy_of_a_multi_node_run_is_not_ranked():
     """Rank 0 samples its own node: a 2-node run's energy is half a figure, excluded with that reason."""
     from dawnpipe.report.build import objective_rows
 
-    run = {"run": {"entry": "e", "seed": 0, "model": "m", "hardware": "2 x h (4 processes)", "framework": "pytorch", "nodes": 2,
-                   "finished": "2026-01-01T00:00:00"},
-           "tta": {"task": "fashion-mnist", "threshold": 93.0, "demo_threshold": False, "reached": True, "epochs_to_accuracy": 2.0,
-                   "time_to_accuracy_hours": 0.01, "wall_time_to_accuracy_hours": 0.02, "cost_usd": 0.5, "reason": None},
-           "utilization": {"energy": {"energy_to_accuracy_j": 500.0, "run_j": 900.0, "source": "RAPL"}}}
+    run = {
+        "run": {
+            "entry": "e",
+            "seed": 0,
+            "model": "m",
+            "hardware": "2 x h (4 processes)",
+            "framework": "pytorch",
+            "nodes": 2,
+            "finished": "2026-01-01T00:00:00",
+        },
+        "tta": {
+            "task": "fashion-mnist",
+            "threshold": 93.0,
+            "demo_threshold": False,
+            "reached": True,
+            "epochs_to_accuracy": 2.0,
+            "time_to_accuracy_hours": 0.01,
+            "wall_time_to_accuracy_hours": 0.02,
+            "cost_usd": 0.5,
+            "reason": None,
+        },
+        "utilization": {"energy": {"energy_to_accuracy_j": 500.0, "run_j": 900.0, "source": "RAPL"}},
+    }
     rows, excluded = objective_rows([run])
     assert {r["objective"] for r in rows} == {"train_time", "train_cost"}
     [energy] = excluded

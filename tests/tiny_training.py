@@ -14,7 +14,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-
 from conftest import run_cli, tool_env
 
 TINY_ENTRY = {
@@ -26,7 +25,11 @@ TINY_ENTRY = {
     "hardware": "local-cpu",
     "device": "cpu",
     "hyperparameters": {
-        "batch_size": 64, "epochs": 4, "lr": 0.2, "nesterov": True, "label_smoothing": 0.1,
+        "batch_size": 64,
+        "epochs": 4,
+        "lr": 0.2,
+        "nesterov": True,
+        "label_smoothing": 0.1,
         "schedule": {"kind": "onecycle", "peak_epoch": 1},
         "augment": {"crop_padding": 2, "flip": True},
     },
@@ -49,17 +52,39 @@ def write_entry(path: Path, **changes) -> Path:
 
 
 def train_args(entry: Path, data: Path, out: Path, *, seed: int = 0, threads: int = 1, extra: tuple[str, ...] = ()) -> list[str]:
-    return ["train", "--entry", str(entry), "--seed", str(seed), "--data", str(data),
-            "--tsv", str(out / "train.tsv"), "--log-parquet", str(out / "train.parquet"),
-            "--checkpoint", str(out / "model.pt"), "--run-json", str(out / "run.json"), "--work-dir", str(out / "work"),
-            "--threshold", str(THRESHOLD), "--train-limit", str(TRAIN_LIMIT), "--test-limit", str(TEST_LIMIT),
-            "--threads", str(threads), *extra]
+    return [
+        "train",
+        "--entry",
+        str(entry),
+        "--seed",
+        str(seed),
+        "--data",
+        str(data),
+        "--tsv",
+        str(out / "train.tsv"),
+        "--log-parquet",
+        str(out / "train.parquet"),
+        "--checkpoint",
+        str(out / "model.pt"),
+        "--run-json",
+        str(out / "run.json"),
+        "--work-dir",
+        str(out / "work"),
+        "--threshold",
+        str(THRESHOLD),
+        "--train-limit",
+        str(TRAIN_LIMIT),
+        "--test-limit",
+        str(TEST_LIMIT),
+        "--threads",
+        str(threads),
+        *extra,
+    ]
 
 
 def start_training(args: list[str], env: dict | None = None) -> subprocess.Popen:
     """``python -m dawnpipe train ...`` in the background (output to pipes)."""
-    return subprocess.Popen([sys.executable, "-m", "dawnpipe", *args], env=env or tool_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen([sys.executable, "-m", "dawnpipe", *args], env=env or tool_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def read_log(out: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -124,8 +149,7 @@ main(sys.argv[3:])
 
 
 def run_with_slow_evaluation(module: str, seconds: float, args: list[str], timeout: float = 900) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-c", SLOW_EVALUATION, module, str(seconds), *args], env=tool_env(),
-                          capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run([sys.executable, "-c", SLOW_EVALUATION, module, str(seconds), *args], env=tool_env(), capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
 

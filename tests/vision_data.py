@@ -119,6 +119,7 @@ def write_cifar10_tarball(path: Path, n_train: int = 400, n_test: int = 100, see
         splits[split] = (class_images(labels, 32, 32, rng, 10), labels)
     batches = {"train": [f"data_batch_{i}" for i in range(1, 6)], "test": ["test_batch"]}
     with tarfile.open(path, "w:gz") as tar:
+
         def add(name: str, obj) -> None:
             blob = py2_pickle(obj)
             info = tarfile.TarInfo(f"cifar-10-batches-py/{name}")
@@ -130,8 +131,15 @@ def write_cifar10_tarball(path: Path, n_train: int = 400, n_test: int = 100, see
             parts = np.array_split(np.arange(len(labels)), len(batches[split]))
             for name, idx in zip(batches[split], parts):
                 planes = images[idx].transpose(0, 3, 1, 2).reshape(len(idx), 3072)  # R plane, G plane, B plane
-                add(name, {b"batch_label": name.encode(), b"labels": [int(v) for v in labels[idx]],
-                           b"data": planes, b"filenames": [f"img_{name}_{j}.png".encode() for j in range(len(idx))]})
+                add(
+                    name,
+                    {
+                        b"batch_label": name.encode(),
+                        b"labels": [int(v) for v in labels[idx]],
+                        b"data": planes,
+                        b"filenames": [f"img_{name}_{j}.png".encode() for j in range(len(idx))],
+                    },
+                )
         readme = b"<html>test copy</html>"
         info = tarfile.TarInfo("cifar-10-batches-py/readme.html")
         info.size = len(readme)

@@ -12,7 +12,8 @@ of the config (``thresholds:``, ``data_sources:``) arrives as
 from __future__ import annotations
 
 import argparse
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 _NULLS = {"none", "null", "~", ""}
 _TRUE = {"true", "yes", "on", "1"}
@@ -57,8 +58,7 @@ def add_task_options(parser, *, what: str, dest: str, type: Callable[[str], Any]
     (what DVC's dict unpacking writes). The command uses its own task's value."""
     from dawnpipe.tasks import all_tasks
 
-    group = parser.add_argument_group(
-        f"{what} by task", f"the config's per-task mapping as '--<task> {metavar}' pairs; only this run's task is used")
+    group = parser.add_argument_group(f"{what} by task", f"the config's per-task mapping as '--<task> {metavar}' pairs; only this run's task is used")
     for name in all_tasks():
         group.add_argument(f"--{name}", dest=_task_dest(dest, name), type=type, metavar=metavar, nargs=nargs, help=f"{what} for {name}")
 

@@ -97,8 +97,7 @@ def run_command(command: str, func, args) -> int:
         return 1
     except Exception as e:  # a bug in dawnpipe, not bad input: keep the evidence, off the terminal
         report = crash_report(command)
-        print(f"dawnpipe {command}: internal error: {type(e).__name__}: {e} "
-              f"(a bug in dawnpipe; please report it with {report})", file=sys.stderr)
+        print(f"dawnpipe {command}: internal error: {type(e).__name__}: {e} (a bug in dawnpipe; please report it with {report})", file=sys.stderr)
         return 70
     return int(code or 0)
 

@@ -75,8 +75,9 @@ def config_hash(obj: Any) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def run_settings(entry: dict[str, Any], *, seed: int, threshold: float, official_threshold: float,
-                 train_limit: int | None, test_limit: int | None, stop_at_threshold: bool) -> dict[str, Any]:
+def run_settings(
+    entry: dict[str, Any], *, seed: int, threshold: float, official_threshold: float, train_limit: int | None, test_limit: int | None, stop_at_threshold: bool
+) -> dict[str, Any]:
     """Everything that decides a training run's result, in one dict (hashed into run.json)."""
     return {
         "entry": entry,

@@ -83,10 +83,15 @@ def _common(run: dict[str, Any], author: str, email: str, usd_per_hour: float | 
 def _provenance(run: dict[str, Any]) -> dict[str, Any]:
     env = run.get("environment", {})
     return {
-        "source": run_source(run), "entry": run["entry"], "seed": int(run["seed"]),
-        "configHash": run.get("config_hash"), "dataManifestSha256": run.get("data_manifest_sha256"),
-        "gitCommit": (env.get("git") or {}).get("commit"), "threshold": float(run["threshold"]),
-        "officialThreshold": float(run["official_threshold"]), "demoThreshold": bool(run["demo_threshold"]),
+        "source": run_source(run),
+        "entry": run["entry"],
+        "seed": int(run["seed"]),
+        "configHash": run.get("config_hash"),
+        "dataManifestSha256": run.get("data_manifest_sha256"),
+        "gitCommit": (env.get("git") or {}).get("commit"),
+        "threshold": float(run["threshold"]),
+        "officialThreshold": float(run["official_threshold"]),
+        "demoThreshold": bool(run["demo_threshold"]),
     }
 
 
@@ -94,8 +99,11 @@ def train_submission(run: dict[str, Any], tta: dict[str, Any], author: str, emai
     doc = _common(run, author, email, tta.get("usd_per_hour"))
     prov = _provenance(run)
     if tta["reached"]:
-        prov.update(timeToAccuracyHours=tta["time_to_accuracy_hours"], epochsToAccuracy=tta["epochs_to_accuracy"],
-                    wallTimeToAccuracyHours=tta.get("wall_time_to_accuracy_hours"))
+        prov.update(
+            timeToAccuracyHours=tta["time_to_accuracy_hours"],
+            epochsToAccuracy=tta["epochs_to_accuracy"],
+            wallTimeToAccuracyHours=tta.get("wall_time_to_accuracy_hours"),
+        )
     result = run.get("result", {})
     entry = (run.get("settings") or {}).get("entry", {})
     env = run.get("environment", {})
@@ -103,7 +111,8 @@ def train_submission(run: dict[str, Any], tta: dict[str, Any], author: str, emai
         "dawnpipe": prov,
         "description": entry.get("description", ""),
         "hyperparameters": entry.get("hyperparameters", {}),
-        "trainItems": result.get("train_items"), "testItems": result.get("test_items"),
+        "trainItems": result.get("train_items"),
+        "testItems": result.get("test_items"),
         "timing": "hours are training-clock hours: evaluation and checkpointing excluded",
         "environment": {k: env.get(k) for k in ("python", "framework_version", "device", "threads", "cpu_model", "cpu_count")},
     }
@@ -119,10 +128,15 @@ def inference_submission(run: dict[str, Any], latency: dict[str, Any], author: s
         doc["cost"] = latency["latency_mean_ms"] / 3_600_000.0 * price  # USD per item
     doc[task.inference_accuracy_field] = latency["accuracy"]
     prov = _provenance(run)
-    prov.update(backend=latency["backend"], threads=int(latency["threads"]), device=latency.get("device"),
-                items=int(latency["items"]), officialItems=int(latency.get("official_items") or task.inference_items),
-                warmupItems=latency.get("warmup_items"),
-                **{f"latency{p}Ms": latency.get(f"latency_{p.lower()}_ms") for p in ("P50", "P90", "P99", "Max")})
+    prov.update(
+        backend=latency["backend"],
+        threads=int(latency["threads"]),
+        device=latency.get("device"),
+        items=int(latency["items"]),
+        officialItems=int(latency.get("official_items") or task.inference_items),
+        warmupItems=latency.get("warmup_items"),
+        **{f"latency{p}Ms": latency.get(f"latency_{p.lower()}_ms") for p in ("P50", "P90", "P99", "Max")},
+    )
     doc["misc"] = {"dawnpipe": prov, "timing": "mean over every item answered one at a time, warm-up excluded"}
     return doc
 
@@ -186,8 +200,9 @@ def _swap(new: Path, out: Path) -> None:
 
 
 def configure(p) -> None:
-    p.add_argument("--runs", nargs="+", required=True, type=Path,
-                   help="run directories (results/runs/<entry>/seed<k>), or a results or runs directory holding them")
+    p.add_argument(
+        "--runs", nargs="+", required=True, type=Path, help="run directories (results/runs/<entry>/seed<k>), or a results or runs directory holding them"
+    )
     p.add_argument("--out", required=True, type=Path, help="output directory (results/submissions); replaced only if it is an earlier export")
     p.add_argument("--author", default="dawnpipe", help="the submissions' author (also the first part of each file name)")
     p.add_argument("--author-email", default="dawnpipe@example.invalid", help="the submissions' authorEmail")

@@ -43,19 +43,32 @@ def extract(tsv: Path, parquet: Path, run_json: Path, prices: Path) -> dict[str,
     if usd_per_hour is not None:
         usd_per_hour *= int(run.get("nodes", 1))
     record = {
-        "entry": run["entry"], "seed": int(run["seed"]), "task": task.name, "model": run["model"],
-        "framework": run["framework"], "hardware": run["hardware"],
-        "threshold": float(run["threshold"]), "official_threshold": float(run["official_threshold"]),
-        "demo_threshold": bool(run["demo_threshold"]), "reached": tta.reached,
-        "epochs_to_accuracy": tta.epoch, "time_to_accuracy_hours": tta.hours,
-        "wall_time_to_accuracy_hours": wall, "usd_per_hour": usd_per_hour,
-        "cost_usd": cost_usd(tta.hours, usd_per_hour), "best_metric": tta.best_metric,
-        "epochs_run": float(log["epoch"].iloc[-1]), "training_hours": float(log["hours"].iloc[-1]),
+        "entry": run["entry"],
+        "seed": int(run["seed"]),
+        "task": task.name,
+        "model": run["model"],
+        "framework": run["framework"],
+        "hardware": run["hardware"],
+        "threshold": float(run["threshold"]),
+        "official_threshold": float(run["official_threshold"]),
+        "demo_threshold": bool(run["demo_threshold"]),
+        "reached": tta.reached,
+        "epochs_to_accuracy": tta.epoch,
+        "time_to_accuracy_hours": tta.hours,
+        "wall_time_to_accuracy_hours": wall,
+        "usd_per_hour": usd_per_hour,
+        "cost_usd": cost_usd(tta.hours, usd_per_hour),
+        "best_metric": tta.best_metric,
+        "epochs_run": float(log["epoch"].iloc[-1]),
+        "training_hours": float(log["hours"].iloc[-1]),
         "metric": task.metric_column,
-        "reason": None if tta.reached else (
+        "reason": None
+        if tta.reached
+        else (
             f"did not converge: best {task.metric_column} {task.format_metric(tta.best_metric)} "
             f"< {task.format_metric(run['threshold'])}{' (demo threshold)' if run['demo_threshold'] else ''}"
-            f" in {log['epoch'].iloc[-1]:g} epochs"),
+            f" in {log['epoch'].iloc[-1]:g} epochs"
+        ),
     }
     validate(TimeToAccuracyResult, pd.DataFrame([record]), f"time-to-accuracy of {tsv}")
     return record
@@ -73,6 +86,12 @@ def run(args) -> int:
     record = extract(args.tsv, args.log_parquet, args.run_json, args.prices)
     write_json(args.out, record)
     status = "reached" if record["reached"] else "DID NOT CONVERGE"
-    print(f"extract: {record['entry']} seed {record['seed']}: {status}"
-          + (f" at epoch {record['epochs_to_accuracy']:g} after {record['time_to_accuracy_hours'] * 3600:.1f} s of training" if record["reached"] else f" ({record['reason']})"))
+    print(
+        f"extract: {record['entry']} seed {record['seed']}: {status}"
+        + (
+            f" at epoch {record['epochs_to_accuracy']:g} after {record['time_to_accuracy_hours'] * 3600:.1f} s of training"
+            if record["reached"]
+            else f" ({record['reason']})"
+        )
+    )
     return 0

@@ -15,7 +15,8 @@ ranks them with our runs:
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from dawnpipe.display import format_value
 from dawnpipe.tasks import all_tasks
@@ -66,12 +67,17 @@ def build(results: Iterable[dict[str, Any]], excluded: Iterable[dict[str, Any]] 
     order = {name: i for i, name in enumerate(task_order())}
     objective_order = {name: i for i, name in enumerate(OBJECTIVES)}
     tables = []
-    for (task, objective, threshold, demo) in sorted(groups, key=lambda k: (order.get(k[0], 99), k[3], -k[2], objective_order[k[1]])):
-        tables.append({
-            "task": task, "objective": objective, "threshold": threshold, "demo_threshold": demo,
-            "official_threshold": tasks[task].threshold if task in tasks else None,
-            "rows": rank(groups[(task, objective, threshold, demo)]),
-        })
+    for task, objective, threshold, demo in sorted(groups, key=lambda k: (order.get(k[0], 99), k[3], -k[2], objective_order[k[1]])):
+        tables.append(
+            {
+                "task": task,
+                "objective": objective,
+                "threshold": threshold,
+                "demo_threshold": demo,
+                "official_threshold": tasks[task].threshold if task in tasks else None,
+                "rows": rank(groups[(task, objective, threshold, demo)]),
+            }
+        )
     return {"objectives": tables, "excluded": sorted(excluded, key=lambda e: e["source"])}
 
 
@@ -94,17 +100,30 @@ def submission_rows(report, skip: frozenset[int] = frozenset()) -> tuple[list[di
         objectives = SUBMISSION_OBJECTIVES[sub.kind]
         if not sub.valid:
             reasons = sub.errors() or [f"{sub.source}: incomplete submission"]
-            excluded.append({"source": sub.source, "objectives": objectives, "audit_anchor": sub.anchor,
-                             "reason": "audit error: " + "; ".join(reasons[:3]) + (f" (and {len(reasons) - 3} more)" if len(reasons) > 3 else "")})
+            excluded.append(
+                {
+                    "source": sub.source,
+                    "objectives": objectives,
+                    "audit_anchor": sub.anchor,
+                    "reason": "audit error: " + "; ".join(reasons[:3]) + (f" (and {len(reasons) - 3} more)" if len(reasons) > 3 else ""),
+                }
+            )
             continue
         if sub.notes:
             excluded.append({"source": sub.source, "objectives": objectives, "audit_anchor": sub.anchor, "reason": sub.notes[0]})
             continue
         meta, fig = sub.meta, sub.figures
         common = {
-            "task": sub.task.name, "threshold": sub.task.threshold, "demo_threshold": False,
-            "model": meta["model"], "hardware": meta["hardware"], "framework": meta["framework"],
-            "timestamp": meta["timestamp"], "source": sub.source, "author": meta["author"], "audit_anchor": sub.anchor,
+            "task": sub.task.name,
+            "threshold": sub.task.threshold,
+            "demo_threshold": False,
+            "model": meta["model"],
+            "hardware": meta["hardware"],
+            "framework": meta["framework"],
+            "timestamp": meta["timestamp"],
+            "source": sub.source,
+            "author": meta["author"],
+            "audit_anchor": sub.anchor,
         }
         mine = []
         if sub.kind == "train":
@@ -119,8 +138,14 @@ def submission_rows(report, skip: frozenset[int] = frozenset()) -> tuple[list[di
         shown = [r for r in mine if _displayable(r)]
         rows += shown
         if len(shown) < len(mine):  # the audit's caps should make this impossible; one bad value must not break the board
-            excluded.append({"source": sub.source, "objectives": [r["objective"] for r in mine if r not in shown],
-                             "audit_anchor": sub.anchor, "reason": "a recomputed value that cannot be displayed"})
+            excluded.append(
+                {
+                    "source": sub.source,
+                    "objectives": [r["objective"] for r in mine if r not in shown],
+                    "audit_anchor": sub.anchor,
+                    "reason": "a recomputed value that cannot be displayed",
+                }
+            )
     return rows, excluded
 
 
@@ -144,9 +169,9 @@ def shown_as_runs(report, runs: list[dict[str, Any]]) -> frozenset[int]:
     run but differs from it is not that run: it is ranked on its own, with a
     warning in its audit."""
     from dawnpipe.audit.files import Unreadable
+    from dawnpipe.audit.model import FileAudit
     from dawnpipe.audit.rules import lookup
     from dawnpipe.audit.tsvlog import parse_tsv
-    from dawnpipe.audit.model import FileAudit
 
     by_source = {f"runs/{r['run']['entry']}/seed{r['run']['seed']}": r for r in runs}
     logs: dict[str, Any] = {}
@@ -168,17 +193,27 @@ def shown_as_runs(report, runs: list[dict[str, Any]]) -> frozenset[int]:
         else:
             latency, backend = sub.meta.get("latency"), lookup(sub.doc, "misc.dawnpipe.backend")
             threads = lookup(sub.doc, "misc.dawnpipe.threads")
-            same = any(lat.get("backend") == backend and lat.get("threads") == threads and lat.get("latency_mean_ms") == latency
-                       for lat in run.get("latencies", [run.get("latency", {})]))
+            same = any(
+                lat.get("backend") == backend and lat.get("threads") == threads and lat.get("latency_mean_ms") == latency
+                for lat in run.get("latencies", [run.get("latency", {})])
+            )
         target = sub.json or sub.tsv
         if same:
             skip.add(id(sub))
-            target.add("info", "submission.same-as-run", "field misc.dawnpipe.source",
-                       f"the export of {claimed}, which is also given as a run: ranked once, from the run")
+            target.add(
+                "info",
+                "submission.same-as-run",
+                "field misc.dawnpipe.source",
+                f"the export of {claimed}, which is also given as a run: ranked once, from the run",
+            )
         else:
-            target.add("warning", "submission.differs-from-run", "field misc.dawnpipe.source",
-                       f"names {claimed}, which is also given as a run, but its {'log' if sub.kind == 'train' else 'latency result'} "
-                       "differs: ranked as a submission of its own")
+            target.add(
+                "warning",
+                "submission.differs-from-run",
+                "field misc.dawnpipe.source",
+                f"names {claimed}, which is also given as a run, but its {'log' if sub.kind == 'train' else 'latency result'} "
+                "differs: ranked as a submission of its own",
+            )
     return frozenset(skip)
 
 
@@ -196,10 +231,12 @@ def merge(run_rows: list[dict], run_excluded: list[dict], report, runs: list[dic
 def configure(p) -> None:
     from pathlib import Path
 
-    p.add_argument("--submissions", nargs="+", required=True, type=Path, metavar="DIR",
-                   help="directories laid out like the DAWNBench entries repository (audited first)")
-    p.add_argument("--runs", nargs="+", default=[], type=Path, metavar="RESULTS_DIR",
-                   help="our own runs: a results directory, results/runs, or run directories")
+    p.add_argument(
+        "--submissions", nargs="+", required=True, type=Path, metavar="DIR", help="directories laid out like the DAWNBench entries repository (audited first)"
+    )
+    p.add_argument(
+        "--runs", nargs="+", default=[], type=Path, metavar="RESULTS_DIR", help="our own runs: a results directory, results/runs, or run directories"
+    )
     p.add_argument("--json", required=True, type=Path, metavar="OUT", help="output: leaderboard JSON")
     p.add_argument("--html", type=Path, metavar="OUT", help="output: self-contained leaderboard HTML")
     from dawnpipe.audit.rules import add_arguments
@@ -211,9 +248,8 @@ def run(args) -> int:
     """``dawnpipe leaderboard``: exit 0 when the board is written, whatever the
     audit found (excluded submissions are listed with the reason)."""
     from dawnpipe.audit.cli import without_hypothesis_strategies
-    from dawnpipe.errors import UsageError
-
     from dawnpipe.audit.rules import rules_from_args
+    from dawnpipe.errors import UsageError
 
     rules = rules_from_args(args)
     for d in args.submissions:
@@ -239,7 +275,8 @@ def run(args) -> int:
         write_text(args.html, render_html(board, runs, [], config_name="submissions: " + ", ".join(map(str, args.submissions)), audit=report))
     ranked = sum(len(t["rows"]) for t in board["objectives"])
     c = report.counts()
-    print(f"leaderboard: {ranked} ranked rows from {len(runs)} runs and {len(report.submissions)} submissions "
-          f"({c['error']} files with audit errors), {len(board['excluded'])} excluded -> {args.json}"
-          + (f", {args.html}" if args.html else ""))
+    print(
+        f"leaderboard: {ranked} ranked rows from {len(runs)} runs and {len(report.submissions)} submissions "
+        f"({c['error']} files with audit errors), {len(board['excluded'])} excluded -> {args.json}" + (f", {args.html}" if args.html else "")
+    )
     return 0

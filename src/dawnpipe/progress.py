@@ -23,8 +23,7 @@ class _Lines:
         self._file.flush()
 
 
-def progress(iterable=None, *, total=None, desc: str = "", unit: str = "it", unit_scale: bool = False, file=None,
-             disable: bool = False):
+def progress(iterable=None, *, total=None, desc: str = "", unit: str = "it", unit_scale: bool = False, file=None, disable: bool = False):
     file = file or sys.stderr
     tty = hasattr(file, "isatty") and file.isatty()
     return tqdm(

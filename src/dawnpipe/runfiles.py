@@ -11,8 +11,8 @@ the export, so a new kind of result (another inference backend) is found by all.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from dawnpipe.errors import DawnpipeError, UsageError
 from dawnpipe.fileio import read_json

@@ -101,4 +101,4 @@ def tf_environment(device: str) -> dict[str, Any]:
 
 
 def now_iso() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")

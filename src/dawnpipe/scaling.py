@@ -54,11 +54,17 @@ def studies(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             p["tta_speedup"] = _ratio(base["tta_hours"], p["tta_hours"])
             p["tta_efficiency"] = None if p["tta_speedup"] is None else p["tta_speedup"] / ratio
         first = members[0]["run"]
-        out.append({
-            "task": first["task"], "model": first["model"], "hardware": first.get("hardware_price_tag", first["hardware"]),
-            "entries": sorted({r["run"]["entry"] for r in members}), "threshold": first["threshold"],
-            "demo_threshold": first["demo_threshold"], "points": points,
-        })
+        out.append(
+            {
+                "task": first["task"],
+                "model": first["model"],
+                "hardware": first.get("hardware_price_tag", first["hardware"]),
+                "entries": sorted({r["run"]["entry"] for r in members}),
+                "threshold": first["threshold"],
+                "demo_threshold": first["demo_threshold"],
+                "points": points,
+            }
+        )
     return sorted(out, key=lambda s: (s["task"], s["entries"]))
 
 
@@ -68,9 +74,12 @@ def _point(world: int, runs: list[dict[str, Any]]) -> dict[str, Any]:
     costs = [r["tta"]["cost_usd"] for r in reached if r["tta"]["cost_usd"] is not None]
     info = runs[0]["run"]
     return {
-        "world_size": world, "nodes": int(info.get("nodes", 1)),
-        "entries": sorted({r["run"]["entry"] for r in runs}), "seeds": sorted(int(r["run"]["seed"]) for r in runs),
-        "runs": len(runs), "reached_runs": len(reached),
+        "world_size": world,
+        "nodes": int(info.get("nodes", 1)),
+        "entries": sorted({r["run"]["entry"] for r in runs}),
+        "seeds": sorted(int(r["run"]["seed"]) for r in runs),
+        "runs": len(runs),
+        "reached_runs": len(reached),
         "epoch_seconds": mean(epoch_means) if epoch_means else None,
         "tta_hours": mean(r["tta"]["time_to_accuracy_hours"] for r in reached) if reached else None,
         "epochs_to_accuracy": mean(r["tta"]["epochs_to_accuracy"] for r in reached) if reached else None,
@@ -95,8 +104,9 @@ def chart(study: dict[str, Any]):
         got = [(p["world_size"], p[key]) for p in pts if p[key] is not None]
         if got:
             series.append((label, [w for w, _ in got], [s for _, s in got]))
-    return line_chart(series, x_label="processes (world size)", y_label="speed-up",
-                      title=f"{study['model']} on {study['hardware']}: speed-up against processes")
+    return line_chart(
+        series, x_label="processes (world size)", y_label="speed-up", title=f"{study['model']} on {study['hardware']}: speed-up against processes"
+    )
 
 
 def wants_section(ctx: dict[str, Any]) -> bool:

@@ -70,5 +70,3 @@ def run(args) -> int:
     cov = "n/a" if summary["tta_cov"] is None else f"{summary['tta_cov']:.3f}"
     print(f"stability: {args.entry}: {summary['reached_runs']}/{summary['runs']} runs reached the threshold; CoV of time-to-accuracy {cov}")
     return 0
-
-

@@ -27,11 +27,11 @@ from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import numpy as np
+import tensorflow as tf
 
-from dawnpipe.errors import DawnpipeError  # noqa: E402
-from dawnpipe.fileio import atomic_path  # noqa: E402
+from dawnpipe.errors import DawnpipeError
+from dawnpipe.fileio import atomic_path
 
 CHECKPOINT_FORMAT = "dawnpipe-keras-npz-1"
 # an entry's precision -> Keras' global dtype policy (variables stay float32)
@@ -50,8 +50,10 @@ def configure_threads(intra: int | None, inter: int | None) -> None:
     except RuntimeError:
         current = (tf.config.threading.get_intra_op_parallelism_threads(), tf.config.threading.get_inter_op_parallelism_threads())
         if (intra or current[0], inter or current[1]) != current:
-            print(f"tensorflow: runtime already started with {current[0]} intra-op / {current[1]} inter-op threads; "
-                  f"cannot change to {intra} / {inter} in this process")
+            print(
+                f"tensorflow: runtime already started with {current[0]} intra-op / {current[1]} inter-op threads; "
+                f"cannot change to {intra} / {inter} in this process"
+            )
 
 
 def pick_device(requested: str) -> str:

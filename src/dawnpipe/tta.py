@@ -9,8 +9,8 @@ and the auditor (other people's submissions).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 
 @dataclass(frozen=True)
@@ -23,9 +23,7 @@ class TimeToAccuracy:
     best_metric: float | None  # best value anywhere in the log (for DNC messages)
 
 
-def time_to_accuracy(
-    epochs: Sequence[float], hours: Sequence[float], metric: Sequence[float], threshold: float
-) -> TimeToAccuracy:
+def time_to_accuracy(epochs: Sequence[float], hours: Sequence[float], metric: Sequence[float], threshold: float) -> TimeToAccuracy:
     if not (len(epochs) == len(hours) == len(metric)):
         raise ValueError("epochs, hours and metric must have the same length")
     finite = [m for m in metric if m is not None and math.isfinite(m)]

@@ -57,37 +57,69 @@ def check_training(sub: Submission, rules: dict[str, Any]) -> None:
     if hours_down:
         before = [i for i in hours_down if tta.reached and i <= tta.row]
         if before:
-            f.add("error", "log.hours-decrease", where_lines([lines[i] for i in before], limit),
-                  f"cumulative hours decrease ({at(hours, before, True)}) before the threshold is reached: "
-                  "the time to threshold is not well defined")
+            f.add(
+                "error",
+                "log.hours-decrease",
+                where_lines([lines[i] for i in before], limit),
+                f"cumulative hours decrease ({at(hours, before, True)}) before the threshold is reached: the time to threshold is not well defined",
+            )
         else:
-            f.add("warning", "log.hours-decrease", where_lines([lines[i] for i in hours_down], limit),
-                  f"cumulative hours decrease ({at(hours, hours_down, True)})"
-                  + (" after the threshold row (the time to threshold is still well defined)" if tta.reached else ""))
+            f.add(
+                "warning",
+                "log.hours-decrease",
+                where_lines([lines[i] for i in hours_down], limit),
+                f"cumulative hours decrease ({at(hours, hours_down, True)})"
+                + (" after the threshold row (the time to threshold is still well defined)" if tta.reached else ""),
+            )
     if hours_same:
-        f.add("warning", "log.hours-repeat", where_lines([lines[i] for i in hours_same], limit),
-              f"cumulative hours repeat the previous row ({at(hours, hours_same, False)})")
+        f.add(
+            "warning",
+            "log.hours-repeat",
+            where_lines([lines[i] for i in hours_same], limit),
+            f"cumulative hours repeat the previous row ({at(hours, hours_same, False)})",
+        )
     if epochs_down:
-        f.add("warning", "log.epoch-decrease", where_lines([lines[i] for i in epochs_down], limit),
-              f"epoch decreases ({at(epochs, epochs_down, True)})"
-              + ("; the time to threshold depends on hours only and is still well defined" if tta.reached and not hours_down else ""))
+        f.add(
+            "warning",
+            "log.epoch-decrease",
+            where_lines([lines[i] for i in epochs_down], limit),
+            f"epoch decreases ({at(epochs, epochs_down, True)})"
+            + ("; the time to threshold depends on hours only and is still well defined" if tta.reached and not hours_down else ""),
+        )
     if epochs_same:
-        f.add("warning", "log.epoch-repeat", where_lines([lines[i] for i in epochs_same], limit),
-              f"epoch repeats the previous row ({at(epochs, epochs_same, False)}): a log written twice for one epoch?"
-              + (" The first row at the threshold still defines the time." if tta.reached else ""))
+        f.add(
+            "warning",
+            "log.epoch-repeat",
+            where_lines([lines[i] for i in epochs_same], limit),
+            f"epoch repeats the previous row ({at(epochs, epochs_same, False)}): a log written twice for one epoch?"
+            + (" The first row at the threshold still defines the time." if tta.reached else ""),
+        )
     too_long = [i for i, h in enumerate(hours) if math.isfinite(h) and h > rules["plausible"]["max_hours"]]
     if too_long:
-        f.add("error", "log.implausible-hours", f"{where_lines([lines[i] for i in too_long], limit)}, column hours",
-              f"{at(hours, too_long, False)}: hours of training over the plausible {rules['plausible']['max_hours']:g}")
+        f.add(
+            "error",
+            "log.implausible-hours",
+            f"{where_lines([lines[i] for i in too_long], limit)}, column hours",
+            f"{at(hours, too_long, False)}: hours of training over the plausible {rules['plausible']['max_hours']:g}",
+        )
     finite_metric = [m for m in metric if math.isfinite(m)]
     if task.metric_scale == "percent" and finite_metric and max(finite_metric) <= 1.0:
-        f.add("warning", "log.fraction-not-percent", f"column {task.metric_column}",
-              f"every value is at most 1 (best {_fmt(max(finite_metric))}): given as a fraction? {task.metric_column} is a percentage 0..100")
+        f.add(
+            "warning",
+            "log.fraction-not-percent",
+            f"column {task.metric_column}",
+            f"every value is at most 1 (best {_fmt(max(finite_metric))}): given as a fraction? {task.metric_column} is a percentage 0..100",
+        )
 
     figures = sub.figures
-    figures.update(threshold=task.threshold, metric=task.metric_column, reached=tta.reached,
-                   best_metric=tta.best_metric, epochs_logged=epochs[-1] if epochs else None,
-                   hours_logged=hours[-1] if hours else None)
+    figures.update(
+        threshold=task.threshold,
+        metric=task.metric_column,
+        reached=tta.reached,
+        best_metric=tta.best_metric,
+        epochs_logged=epochs[-1] if epochs else None,
+        hours_logged=hours[-1] if hours else None,
+    )
     if tta.reached and not (math.isfinite(tta.hours) and tta.hours >= 0):
         pass  # no usable time at the threshold row: reported by the log model (missing or negative hours)
     elif tta.reached:
@@ -96,8 +128,10 @@ def check_training(sub: Submission, rules: dict[str, Any]) -> None:
             f.add("warning", "log.zero-time", f"line {lines[tta.row]}", "the threshold is reached after 0 hours of training")
     else:
         best = "no value" if tta.best_metric is None else task.format_metric(tta.best_metric)
-        reason = (f"never reaches the threshold: best {task.metric_column} {best} < {task.format_metric(task.threshold)} "
-                  f"in {_fmt(epochs[-1])} epochs (did not converge; not ranked)")
+        reason = (
+            f"never reaches the threshold: best {task.metric_column} {best} < {task.format_metric(task.threshold)} "
+            f"in {_fmt(epochs[-1])} epochs (did not converge; not ranked)"
+        )
         f.add("warning", "log.not-reached", f"column {task.metric_column}", reason)
         sub.notes.append(reason)
     _training_cost(sub, rules)
@@ -115,8 +149,12 @@ def _training_cost(sub: Submission, rules: dict[str, Any]) -> None:
             sub.json.add("info", "json.no-price", "field costPerHour", "not given: no training-cost rank")
         return
     if price > rules["plausible"]["max_cost_per_hour_usd"]:
-        sub.json.add("error", "json.implausible-price", "field costPerHour",
-                     f"{_fmt(price)} USD per hour is over the plausible {rules['plausible']['max_cost_per_hour_usd']:g}")
+        sub.json.add(
+            "error",
+            "json.implausible-price",
+            "field costPerHour",
+            f"{_fmt(price)} USD per hour is over the plausible {rules['plausible']['max_cost_per_hour_usd']:g}",
+        )
         return
     sub.figures["cost_per_hour"] = price
     if sub.figures.get("hours_to_threshold") is not None:
@@ -143,13 +181,16 @@ def _claims(sub: Submission, rules: dict[str, Any]) -> None:
             continue
         tta = time_to_accuracy(log.columns["epoch"], log.columns["hours"], log.columns[task.metric_column], float(threshold))
         if not tta.reached:
-            sub.json.add("error", "claim.disagrees", where,
-                         f"claims {_fmt(claimed)} at threshold {threshold:g}, but the log never reaches {threshold:g}")
+            sub.json.add("error", "claim.disagrees", where, f"claims {_fmt(claimed)} at threshold {threshold:g}, but the log never reaches {threshold:g}")
             continue
         actual = tta.hours if claim["recomputed"] == "hours_to_threshold" else tta.epoch
         if not _close(claimed, actual, rules["tolerance"]["relative"]):
-            sub.json.add("error", "claim.disagrees", where,
-                         f"claims {_fmt(claimed)}, but the log gives {_fmt(actual)} at threshold {threshold:g} (line {log.lines[tta.row]})")
+            sub.json.add(
+                "error",
+                "claim.disagrees",
+                where,
+                f"claims {_fmt(claimed)}, but the log gives {_fmt(actual)} at threshold {threshold:g} (line {log.lines[tta.row]})",
+            )
 
 
 def _close(a: float, b: float, rel: float) -> bool:
@@ -171,23 +212,29 @@ def check_inference(sub: Submission, rules: dict[str, Any]) -> None:
         f.add("error", "json.implausible-latency", "field latency", f"{_fmt(latency)} ms per item is over the plausible {plausible['max_latency_ms']:g}")
         latency = None
     if price is not None and price > plausible["max_cost_per_hour_usd"]:
-        f.add("error", "json.implausible-price", "field costPerHour", f"{_fmt(price)} USD per hour is over the plausible {plausible['max_cost_per_hour_usd']:g}")
+        f.add(
+            "error", "json.implausible-price", "field costPerHour", f"{_fmt(price)} USD per hour is over the plausible {plausible['max_cost_per_hour_usd']:g}"
+        )
         price = None
     if cost is not None and cost > plausible["max_cost_per_item_usd"]:
         f.add("error", "json.implausible-cost", "field cost", f"{_fmt(cost)} USD per item is over the plausible {plausible['max_cost_per_item_usd']:g}")
         cost = None
     if accuracy is not None and 0 <= accuracy <= task.metric_max:
         if accuracy < task.threshold:
-            reason = (f"{task.inference_accuracy_field} {task.format_metric(accuracy)} is below the threshold "
-                      f"{task.format_metric(task.threshold)}: a model without the quality is not ranked")
+            reason = (
+                f"{task.inference_accuracy_field} {task.format_metric(accuracy)} is below the threshold "
+                f"{task.format_metric(task.threshold)}: a model without the quality is not ranked"
+            )
             if task.metric_scale == "percent" and accuracy <= 1.0:
                 reason += f" (given as a fraction? {task.inference_accuracy_field} is a percentage 0..100)"
             f.add("warning", "inference.below-threshold", f"field {task.inference_accuracy_field}", reason)
             sub.notes.append(reason)
     items = lookup(sub.doc, rules["inference_items_field"]) if sub.doc is not None else None
     if isinstance(items, (int, float)) and not isinstance(items, bool) and items < task.inference_items:
-        reason = (f"measured on {items:g} of the {task.inference_items:,} items of the {task.title} inference set "
-                  f"({rules['inference_items_field']}): not the benchmark; not ranked")
+        reason = (
+            f"measured on {items:g} of the {task.inference_items:,} items of the {task.title} inference set "
+            f"({rules['inference_items_field']}): not the benchmark; not ranked"
+        )
         f.add("warning", "inference.partial-set", f"field {rules['inference_items_field']}", reason)
         sub.notes.append(reason)
     if latency is not None:
@@ -198,8 +245,7 @@ def check_inference(sub: Submission, rules: dict[str, Any]) -> None:
     if price is not None and latency_hours is not None:
         expected = price * latency_hours
         if cost is not None and not _close(cost, expected, rules["tolerance"]["relative"]):
-            f.add("error", "claim.disagrees", "field cost",
-                  f"{_fmt(cost)} USD per item disagrees with costPerHour x latency = {_fmt(expected)}")
+            f.add("error", "claim.disagrees", "field cost", f"{_fmt(cost)} USD per item disagrees with costPerHour x latency = {_fmt(expected)}")
         elif cost is None:
             cost = expected
     if cost is not None:
@@ -210,9 +256,13 @@ def check_inference(sub: Submission, rules: dict[str, Any]) -> None:
             figures["implied_price_per_hour"] = implied
             low, high = plausible["price_per_hour_usd"]["min"], plausible["price_per_hour_usd"]["max"]
             if not low <= implied <= high:
-                f.add("warning", "inference.implausible-price", "fields cost, latency",
-                      f"imply {_fmt(implied)} USD per hour (cost / latency in hours), outside the plausible {low:g}..{high:g}: "
-                      "cost is USD per item and latency ms per item")
+                f.add(
+                    "warning",
+                    "inference.implausible-price",
+                    "fields cost, latency",
+                    f"imply {_fmt(implied)} USD per hour (cost / latency in hours), outside the plausible {low:g}..{high:g}: "
+                    "cost is USD per item and latency ms per item",
+                )
     elif sub.doc is not None and "cost" not in sub.doc and price is None:
         f.add("info", "inference.no-cost", "field cost", "not given: no inference-cost rank")
 
@@ -245,7 +295,11 @@ def check_parts(subs: list[Submission]) -> None:
         base, part = m.group(1), m.group(2)
         target = sub.json or sub.tsv
         if (sub.directory, sub.kind, base) in names:
-            target.add("warning", "submission.part", "file",
-                       f"named as part {part} of {base}: another log of the same entry; audited and ranked as a submission of its own")
+            target.add(
+                "warning",
+                "submission.part",
+                "file",
+                f"named as part {part} of {base}: another log of the same entry; audited and ranked as a submission of its own",
+            )
         else:
             target.add("warning", "submission.part", "file", f"named as part {part} of {base}, which is not here")

@@ -54,8 +54,9 @@ def run(args) -> int:
 
     report = audit(args.paths, rules)
     if not report.files:
-        raise UsageError(f"no DAWNBench submission files under {', '.join(args.paths)} "
-                         "(expected <Task>/train/<name>.json + .tsv or <Task>/inference/<name>.json)")
+        raise UsageError(
+            f"no DAWNBench submission files under {', '.join(args.paths)} (expected <Task>/train/<name>.json + .tsv or <Task>/inference/<name>.json)"
+        )
     sys.stdout.write(terminal(report, verbose=args.verbose))
     if args.json:
         write_json(args.json, as_json(report, [str(p) for p in args.paths]))

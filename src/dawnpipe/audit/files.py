@@ -62,9 +62,14 @@ def classify(fs_path: str, shown: str) -> FileAudit | None:
     if task_dir not in tasks:
         f = FileAudit(shown, source, "other", None, fs_path=fs_path)
         hint = next((t for t in tasks if t.lower() == task_dir.lower()), None)
-        f.add("warning", "file.unknown-task", "file",
-              f"unknown task directory {task_dir!r} (known: {', '.join(sorted(tasks))})"
-              + (f"; did you mean {hint!r}? Names are case-sensitive" if hint else "") + "; not audited")
+        f.add(
+            "warning",
+            "file.unknown-task",
+            "file",
+            f"unknown task directory {task_dir!r} (known: {', '.join(sorted(tasks))})"
+            + (f"; did you mean {hint!r}? Names are case-sensitive" if hint else "")
+            + "; not audited",
+        )
         return f
     ext = os.path.splitext(name)[1]
     kind = KINDS.get((kind_dir, ext))
@@ -94,8 +99,7 @@ def find(paths: list[str]) -> Found:
         if not os.path.isdir(arg):
             f = classify(arg, display(arg))
             if f is None:
-                raise UsageError(f"{display(arg)}: not in a <Task>/train or <Task>/inference directory "
-                                 f"(Task one of {', '.join(sorted(_task_dirs()))})")
+                raise UsageError(f"{display(arg)}: not in a <Task>/train or <Task>/inference directory (Task one of {', '.join(sorted(_task_dirs()))})")
             files.setdefault(os.path.realpath(arg), f)
             continue
         root_real = os.path.realpath(arg)
@@ -113,8 +117,7 @@ def find(paths: list[str]) -> Found:
                 if os.path.islink(fs_path):
                     target = _outside(fs_path, root_real)
                     if target is not None:
-                        f.add("error", "file.link-outside", "file",
-                              f"symbolic link to {display(target)}, outside the audited directory; not opened")
+                        f.add("error", "file.link-outside", "file", f"symbolic link to {display(target)}, outside the audited directory; not opened")
                 files.setdefault(os.path.realpath(fs_path), f)
     ordered = sorted(files.values(), key=lambda f: f.path)
     _disambiguate(ordered)

@@ -10,9 +10,9 @@ value checks so it is reported once.
 from __future__ import annotations
 
 import json
-from collections import Counter
 import math
 import re
+from collections import Counter
 from typing import Any
 
 from dawnpipe.audit.files import safe_text
@@ -80,8 +80,12 @@ def parse_json(text: str, f: FileAudit) -> dict[str, Any] | None:
         return None
     if objects_with_duplicates and objects_with_duplicates[-1]:
         dups = objects_with_duplicates[-1]
-        f.add("error", "json.duplicate-field", f"field {safe_text(dups[0])}",
-              f"given more than once ({', '.join(safe_text(d) for d in dups)}); JSON readers disagree on which value counts")
+        f.add(
+            "error",
+            "json.duplicate-field",
+            f"field {safe_text(dups[0])}",
+            f"given more than once ({', '.join(safe_text(d) for d in dups)}); JSON readers disagree on which value counts",
+        )
     return doc
 
 
@@ -96,7 +100,9 @@ def typed_fields(doc: dict[str, Any], fields: dict[str, tuple[type, bool]], f: F
             continue  # a required one is reported by the model (not nullable)
         if value is None:
             if not required and kind is float:
-                f.add("warning", "json.null-price", f"field {name}", f"null (harmless; treated as unknown: no {'cost' if name != 'latency' else 'latency'} rank)")
+                f.add(
+                    "warning", "json.null-price", f"field {name}", f"null (harmless; treated as unknown: no {'cost' if name != 'latency' else 'latency'} rank)"
+                )
             continue
         if kind is str:
             if not isinstance(value, str):
@@ -130,8 +136,7 @@ def _note_extras(doc: dict[str, Any], fields: dict[str, Any], f: FileAudit) -> N
     extra = [k for k in doc if k not in fields and k != "misc"]
     if extra:
         shown = ", ".join(safe_text(k) for k in extra[:8]) + (f" and {len(extra) - 8} more" if len(extra) > 8 else "")
-        f.add("warning", "json.extra-field", f"field {safe_text(extra[0])}",
-              f"not a DAWNBench v1 field: {shown} (harmless; kept as given, not checked)")
+        f.add("warning", "json.extra-field", f"field {safe_text(extra[0])}", f"not a DAWNBench v1 field: {shown} (harmless; kept as given, not checked)")
 
 
 def _note_misc(doc: dict[str, Any], f: FileAudit) -> None:
@@ -159,7 +164,7 @@ def outside_path(value: str) -> bool:
     rest = value
     m = _URL.match(value)
     if m and m.group(1).lower() == "file":
-        rest = value[len(m.group(0)):]
+        rest = value[len(m.group(0)) :]
         rest = rest[2:] if rest.startswith("//") else rest
         return True if rest.startswith("/") else outside_path(rest)
     if m and len(m.group(1)) > 1:
@@ -177,7 +182,6 @@ def _note_paths(row: dict[str, Any], rules: dict[str, Any], f: FileAudit) -> Non
         m = _URL.match(value)
         scheme = m.group(1).lower() if m and len(m.group(1)) > 1 else None
         if outside_path(value):
-            f.add("warning", "json.path-outside", f"field {name}",
-                  f"{_short(value)} points outside the submission (an absolute path or '..'); never opened")
+            f.add("warning", "json.path-outside", f"field {name}", f"{_short(value)} points outside the submission (an absolute path or '..'); never opened")
         elif scheme not in (None, "http", "https", "file"):
             f.add("warning", "json.url-scheme", f"field {name}", f"{_short(value)} is not an http(s) URL; never fetched")

@@ -90,8 +90,12 @@ class Submission:
         return anchor_for(self.source)
 
     def errors(self) -> list[str]:
-        return [f"{f.source}: {m.where}: {m.text}" if m.where != "file" else f"{f.source}: {m.text}"
-                for f in self.files for m in f.messages if m.severity == "error"]
+        return [
+            f"{f.source}: {m.where}: {m.text}" if m.where != "file" else f"{f.source}: {m.text}"
+            for f in self.files
+            for m in f.messages
+            if m.severity == "error"
+        ]
 
 
 def anchor_for(source: str) -> str:

@@ -23,8 +23,10 @@ def _figure_note(sub: Submission, f: FileAudit) -> str:
     fig, task = sub.figures, sub.task
     if sub.kind == "train" and f is sub.tsv and "reached" in fig:
         if fig["reached"] and fig.get("hours_to_threshold") is not None:
-            return (f"{format_hours(fig['hours_to_threshold'])} to {task.format_metric(task.threshold)} "
-                    f"(epoch {fig['epochs_to_threshold']:g}, line {fig['threshold_line']})")
+            return (
+                f"{format_hours(fig['hours_to_threshold'])} to {task.format_metric(task.threshold)} "
+                f"(epoch {fig['epochs_to_threshold']:g}, line {fig['threshold_line']})"
+            )
         best = fig.get("best_metric")
         return "did not converge" + ("" if best is None else f" (best {task.format_metric(best)})")
     if sub.kind == "train" and f is sub.json and fig.get("cost_usd") is not None:
@@ -64,8 +66,10 @@ def terminal(report: AuditReport, verbose: bool = False) -> str:
         lines.append(f"{f.status:<8} {f.source:<{width}}  {note}{count}".rstrip())
     c = report.counts()
     lines.append("")
-    lines.append(f"audit: {c['files']} files: {c['ok']} ok, {c['warning']} with warnings, {c['error']} with errors"
-                 + (f"; {report.skipped} other files outside <Task>/train and <Task>/inference not audited" if report.skipped else ""))
+    lines.append(
+        f"audit: {c['files']} files: {c['ok']} ok, {c['warning']} with warnings, {c['error']} with errors"
+        + (f"; {report.skipped} other files outside <Task>/train and <Task>/inference not audited" if report.skipped else "")
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -78,16 +82,34 @@ def as_json(report: AuditReport, paths: list[str]) -> dict[str, Any]:
         "paths": paths,
         "summary": report.counts() | {"skipped": report.skipped, "exit_code": report.exit_code},
         "rules": report.rules,
-        "files": [{
-            "path": f.path, "source": f.source, "task": f.task, "kind": f.kind, "status": f.status, "bytes": f.size,
-            "submission": by_file[id(f)].source if id(f) in by_file else None,
-            "messages": [m.as_dict() for m in f.messages],
-        } for f in report.files],
-        "submissions": [{
-            "source": s.source, "kind": s.kind, "task": s.task.name, "name": s.name, "status": s.status,
-            "rankable": s.valid and not s.notes, "files": [f.source for f in s.files], "figures": s.figures,
-            "notes": s.notes, "anchor": s.anchor,
-        } for s in report.submissions],
+        "files": [
+            {
+                "path": f.path,
+                "source": f.source,
+                "task": f.task,
+                "kind": f.kind,
+                "status": f.status,
+                "bytes": f.size,
+                "submission": by_file[id(f)].source if id(f) in by_file else None,
+                "messages": [m.as_dict() for m in f.messages],
+            }
+            for f in report.files
+        ],
+        "submissions": [
+            {
+                "source": s.source,
+                "kind": s.kind,
+                "task": s.task.name,
+                "name": s.name,
+                "status": s.status,
+                "rankable": s.valid and not s.notes,
+                "files": [f.source for f in s.files],
+                "figures": s.figures,
+                "notes": s.notes,
+                "anchor": s.anchor,
+            }
+            for s in report.submissions
+        ],
     }
 
 

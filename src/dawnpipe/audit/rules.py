@@ -68,12 +68,17 @@ def add_arguments(p, *, positionals: bool = False) -> None:
     ``--rules`` takes several files (as DVC writes a list), or, for a command
     with positional arguments (``positionals``) that it would swallow, one file
     per ``--rules``."""
-    p.add_argument("--max-bytes", type=int, metavar="N",
-                   help="size cap of any one submission file (default: rules.yaml, 256 KiB JSON / 4 MiB TSV)")
+    p.add_argument("--max-bytes", type=int, metavar="N", help="size cap of any one submission file (default: rules.yaml, 256 KiB JSON / 4 MiB TSV)")
     many = {"action": "append"} if positionals else {"action": "extend", "nargs": "+"}
-    p.add_argument("--rules", type=Path, default=[], metavar="FILE", **many,
-                   help="YAML file(s) of audit rules to change (e.g. the plausible price range), merged in order over the package's "
-                        "rules.yaml" + ("; repeat --rules for several" if positionals else ""))
+    p.add_argument(
+        "--rules",
+        type=Path,
+        default=[],
+        metavar="FILE",
+        **many,
+        help="YAML file(s) of audit rules to change (e.g. the plausible price range), merged in order over the package's "
+        "rules.yaml" + ("; repeat --rules for several" if positionals else ""),
+    )
 
 
 def rules_from_args(args) -> dict[str, Any]:

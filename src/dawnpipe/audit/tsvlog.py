@@ -64,16 +64,19 @@ def parse_tsv(text: str, f: FileAudit, task, limit: int) -> Log | None:
     missing = [c for c in required if c not in header]
     if missing:
         hints = [f"{safe_text(h)!r} for {c!r}" for c in missing for h in header if h.lower() == c.lower()]
-        f.add("error", "tsv.missing-column", f"line {start + 1}",
-              f"missing column(s) {', '.join(missing)} (the header has: {shown}; a {task.title} log needs {', '.join(required)})"
-              + (f"; names are case-sensitive: {', '.join(hints)}" if hints else ""))
+        f.add(
+            "error",
+            "tsv.missing-column",
+            f"line {start + 1}",
+            f"missing column(s) {', '.join(missing)} (the header has: {shown}; a {task.title} log needs {', '.join(required)})"
+            + (f"; names are case-sensitive: {', '.join(hints)}" if hints else ""),
+        )
         return None
     extra = [c for c in header if c not in required]
     if extra:
         f.add("warning", "tsv.extra-column", f"line {start + 1}", f"extra column(s) {', '.join(safe_text(c) for c in extra[:5])} (ignored)")
     if [c for c in header if c in required] != required:
-        f.add("warning", "tsv.column-order", f"line {start + 1}",
-              f"columns in another order ({shown}) than {', '.join(required)} (harmless; read by name)")
+        f.add("warning", "tsv.column-order", f"line {start + 1}", f"columns in another order ({shown}) than {', '.join(required)} (harmless; read by name)")
 
     index = [header.index(c) for c in required]
     width = len(header)
@@ -82,7 +85,7 @@ def parse_tsv(text: str, f: FileAudit, task, limit: int) -> Log | None:
     reported: set[tuple[int, str]] = set()
     blank, padded, ragged, bad = [], [], [], []
     nan = math.nan
-    for lineno, line in enumerate(lines[start + 1:], start + 2):
+    for lineno, line in enumerate(lines[start + 1 :], start + 2):
         if not line.strip():
             blank.append(lineno)
             continue
@@ -114,7 +117,9 @@ def parse_tsv(text: str, f: FileAudit, task, limit: int) -> Log | None:
     for lineno, n in ragged[:limit]:
         f.add("error", "tsv.ragged-row", f"line {lineno}", f"{n} cell(s), but the header has {width} columns")
     if len(ragged) > limit:
-        f.add("error", "tsv.ragged-row", where_lines([n for n, _ in ragged[limit:]], limit), f"and {len(ragged) - limit} more rows with the wrong number of cells")
+        f.add(
+            "error", "tsv.ragged-row", where_lines([n for n, _ in ragged[limit:]], limit), f"and {len(ragged) - limit} more rows with the wrong number of cells"
+        )
     for lineno, name, cell, overflow in bad[:limit]:
         reason = "is not a finite number" if overflow else "is not a number"
         f.add("error", "tsv.not-a-number", f"line {lineno}, column {name}", f"{safe_text(cell[:40])!r} {reason}")
@@ -124,4 +129,3 @@ def parse_tsv(text: str, f: FileAudit, task, limit: int) -> Log | None:
         f.add("error", "tsv.no-epochs", "file", "no epochs logged (only a header)")
         return None
     return Log(columns, row_lines, reported)
-

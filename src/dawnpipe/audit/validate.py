@@ -9,7 +9,8 @@ number of files, only with the number of rows.
 from __future__ import annotations
 
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -66,7 +67,7 @@ def describe(check: str, column: str, value: Any, task) -> str:
     if check == "is_a_calendar_date":
         return f"{shown} is not a calendar date"
     if check.startswith("isin"):
-        return f"{shown} is not one of {check[len('isin('):-1]}"
+        return f"{shown} is not one of {check[len('isin(') : -1]}"
     if check == "has_latency_or_cost":
         return "neither latency nor cost is given (at least one is needed)"
     return f"{shown} fails {check}"

@@ -47,17 +47,35 @@ BACKENDS: list[Backend] = [
     Backend("torchscript", "dawnpipe.infer.torchscript_backend", "pytorch", "TorchScript: traced, frozen, optimize_for_inference", _TORCH),
     Backend("compile", "dawnpipe.infer.compile_backend", "pytorch", "torch.compile (TorchInductor) for the one-item shape", _TORCH),
     Backend("onnxruntime", "dawnpipe.infer.onnx_backend", "pytorch", "ONNX export run by ONNX Runtime, all graph optimisations", _TORCH),
-    Backend("onnxruntime-int8", "dawnpipe.infer.onnx_int8_backend", "pytorch",
-            "ONNX export quantised to int8 (static, calibrated on training items), ONNX Runtime",
-            (*_TORCH, "dawnpipe.infer.onnx_backend"), calibrates=True),
+    Backend(
+        "onnxruntime-int8",
+        "dawnpipe.infer.onnx_int8_backend",
+        "pytorch",
+        "ONNX export quantised to int8 (static, calibrated on training items), ONNX Runtime",
+        (*_TORCH, "dawnpipe.infer.onnx_backend"),
+        calibrates=True,
+    ),
     Backend("eager", "dawnpipe.infer.squad_predictor", "pytorch", "PyTorch eager reader, tokenisation included", _SQUAD, items="question"),
-    Backend("tf-function", "dawnpipe.infer.tf_backend", "tensorflow", "TensorFlow: one tf.function graph of the Keras model",
-            ("dawnpipe.tf_runtime", "dawnpipe.models.tf_zoo")),
+    Backend(
+        "tf-function",
+        "dawnpipe.infer.tf_backend",
+        "tensorflow",
+        "TensorFlow: one tf.function graph of the Keras model",
+        ("dawnpipe.tf_runtime", "dawnpipe.models.tf_zoo"),
+    ),
 ]
 
 # The framework-agnostic part of every inference result (the infer command).
-COMMON_MODULES = ("dawnpipe.infer.cli", "dawnpipe.infer.timing", "dawnpipe.infer.latency", "dawnpipe.infer.predictor",
-                  "dawnpipe.infer.result", "dawnpipe.infer.items", "dawnpipe.infer.backends", "dawnpipe.data.loader")
+COMMON_MODULES = (
+    "dawnpipe.infer.cli",
+    "dawnpipe.infer.timing",
+    "dawnpipe.infer.latency",
+    "dawnpipe.infer.predictor",
+    "dawnpipe.infer.result",
+    "dawnpipe.infer.items",
+    "dawnpipe.infer.backends",
+    "dawnpipe.data.loader",
+)
 
 
 def names() -> list[str]:
@@ -70,8 +88,7 @@ def get_backend(name: str, items: str = "image") -> Backend:
             return b
     if name not in names():
         raise DawnpipeError(f"unknown inference backend {name!r} (known: {', '.join(names())})")
-    raise DawnpipeError(f"inference backend {name!r} does not answer {items} items (it answers: "
-                        f"{', '.join(b.items for b in BACKENDS if b.name == name)})")
+    raise DawnpipeError(f"inference backend {name!r} does not answer {items} items (it answers: {', '.join(b.items for b in BACKENDS if b.name == name)})")
 
 
 def backends_for(framework: str, items: str = "image", wanted: list[str] | None = None) -> list[str]:

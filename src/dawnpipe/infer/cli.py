@@ -71,8 +71,14 @@ from dawnpipe.tasks import get_task
 
 
 def configure(p) -> None:
-    p.add_argument("--backend", "--backends", dest="backends", nargs="+", metavar="BACKEND",
-                   help=f"inference backend(s) (of: {', '.join(names())}; default: the run's framework's first)")
+    p.add_argument(
+        "--backend",
+        "--backends",
+        dest="backends",
+        nargs="+",
+        metavar="BACKEND",
+        help=f"inference backend(s) (of: {', '.join(names())}; default: the run's framework's first)",
+    )
     p.add_argument("--checkpoint", required=True, type=Path, help="model.pt written by the train stage")
     p.add_argument("--run-json", required=True, type=Path, help="the run's run.json (entry, threshold, hardware)")
     p.add_argument("--data", required=True, type=Path, help="prepared data directory, or a directory of them named by task")
@@ -84,8 +90,12 @@ def configure(p) -> None:
     p.add_argument("--warmup", type=int, default=50, help="untimed warm-up items before timing (reported; default 50)")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto", help="where to answer (auto: CUDA when present)")
     p.add_argument("--limit", type=optional_int, help="answer only the first N items (demo/test configs; null = all)")
-    p.add_argument("--telemetry", type=Path, help="output: hardware samples while answering, Parquet (default: none; with "
-                   "--out-dir, those of the headline backend, each backend's as <backend>.telemetry.parquet beside its result)")
+    p.add_argument(
+        "--telemetry",
+        type=Path,
+        help="output: hardware samples while answering, Parquet (default: none; with "
+        "--out-dir, those of the headline backend, each backend's as <backend>.telemetry.parquet beside its result)",
+    )
     p.add_argument("--telemetry-interval", type=float, default=1.0, help="seconds between hardware samples (default 1; 0 = off)")
 
 
@@ -137,16 +147,17 @@ def run(args) -> int:
         write_json(path, record)
         results.append((path, record))
     if not results:
-        raise DawnpipeError(f"{args.run_json}: every backend failed ("
-                            + "; ".join(f"{f['backend']}: {f['reason']}" for f in failed) + "); nothing written")
+        raise DawnpipeError(f"{args.run_json}: every backend failed (" + "; ".join(f"{f['backend']}: {f['reason']}" for f in failed) + "); nothing written")
     if args.out_dir is not None and args.out is not None:
         summary = write_headline(results, args.out, args.items_parquet, failed=failed)
         if args.telemetry:
             with atomic_path(args.telemetry) as tmp:
                 shutil.copyfile(telemetry_path(Path(summary["headline_of"])), tmp)
-        print(f"infer: headline {summary['backend']} of {', '.join(n for n in chosen if n not in {f['backend'] for f in failed})}"
-              f"{threshold_label(run_info)} -> {args.out}"
-              + (f"; failed: {', '.join(f['backend'] for f in failed)}" if failed else ""), flush=True)
+        print(
+            f"infer: headline {summary['backend']} of {', '.join(n for n in chosen if n not in {f['backend'] for f in failed})}"
+            f"{threshold_label(run_info)} -> {args.out}" + (f"; failed: {', '.join(f['backend'] for f in failed)}" if failed else ""),
+            flush=True,
+        )
     return 0
 
 
@@ -176,8 +187,7 @@ def telemetry_path(result: Path) -> Path:
     return result.with_name(f"{result.stem}.telemetry.parquet")
 
 
-def measure(backend: Backend, args, run_info: dict[str, Any], task, kind, inference, usd_per_hour,
-            samples: Path | None) -> tuple[dict, Any]:
+def measure(backend: Backend, args, run_info: dict[str, Any], task, kind, inference, usd_per_hour, samples: Path | None) -> tuple[dict, Any]:
     """Prepare, check, time and score one backend, sampling the hardware into
     ``samples`` while it answers (when given); print what it found."""
     extra = {"calibration_items": kind.calibration_items(inference)} if backend.calibrates else {}
@@ -187,24 +197,39 @@ def measure(backend: Backend, args, run_info: dict[str, Any], task, kind, infere
     print(f"infer: {run_info['entry']} seed {run_info['seed']}, backend {backend.name}: preparing {args.checkpoint}", flush=True)
     predictor = load_backend(backend).prepare(args.checkpoint, device=args.device, threads=args.threads, check_items=inference.items, **extra)
     check = predictor.export_check
-    print(f"infer: {backend.name} ready in {predictor.notes.get('prepare_seconds', float('nan')):.1f}s on {predictor.device}, "
-          f"{predictor.threads} threads, {predictor.framework_version}"
-          + (f"; outputs equal the checkpoint's on {check['items']} items (max |difference| {check['max_abs_diff']:.2g})" if check else ""),
-          flush=True)
+    print(
+        f"infer: {backend.name} ready in {predictor.notes.get('prepare_seconds', float('nan')):.1f}s on {predictor.device}, "
+        f"{predictor.threads} threads, {predictor.framework_version}"
+        + (f"; outputs equal the checkpoint's on {check['items']} items (max |difference| {check['max_abs_diff']:.2g})" if check else ""),
+        flush=True,
+    )
     with telemetry.sampling(samples, args.telemetry_interval if samples else 0):
-        times = time_items(predictor.predict, inference.items, warmup=args.warmup, sync=predictor.sync,
-                           desc=f"infer {run_info['entry']} s{run_info['seed']} {backend.name}")
+        times = time_items(
+            predictor.predict, inference.items, warmup=args.warmup, sync=predictor.sync, desc=f"infer {run_info['entry']} s{run_info['seed']} {backend.name}"
+        )
     scored = kind.score(task, times.answers, inference)
-    record, per_item = latency_record(run_info=run_info, task=task, kind=kind, predictor=predictor, times=times, scored=scored,
-                                      usd_per_hour=usd_per_hour, checkpoint=args.checkpoint, cpu_model=cpu_model(), measured=now_iso())
+    record, per_item = latency_record(
+        run_info=run_info,
+        task=task,
+        kind=kind,
+        predictor=predictor,
+        times=times,
+        scored=scored,
+        usd_per_hour=usd_per_hour,
+        checkpoint=args.checkpoint,
+        cpu_model=cpu_model(),
+        measured=now_iso(),
+    )
     cost = record["cost_per_10k_usd"]
-    print(f"infer: {record['entry']} seed {record['seed']} {backend.name}: mean {record['latency_mean_ms']:.4f} ms, "
-          f"p50 {record['latency_p50_ms']:.4f}, p90 {record['latency_p90_ms']:.4f}, p99 {record['latency_p99_ms']:.4f}, "
-          f"max {record['latency_max_ms']:.4f} over {record['items']} items ({record['threads']} threads; "
-          f"{record['warmup_items']} warm-up items excluded, mean {record['warmup_mean_ms'] or 0:.4f} ms); "
-          + (f"${cost:.6f} per 10,000 items; " if cost is not None else "no price known; ")
-          + f"{task.inference_accuracy_field} {task.format_metric(record['accuracy'])}"
-          + ("" if record["meets_threshold"] else f" < threshold {task.format_metric(record['threshold'])}: excluded from the latency ranking")
-          + threshold_label(run_info),
-          flush=True)
+    print(
+        f"infer: {record['entry']} seed {record['seed']} {backend.name}: mean {record['latency_mean_ms']:.4f} ms, "
+        f"p50 {record['latency_p50_ms']:.4f}, p90 {record['latency_p90_ms']:.4f}, p99 {record['latency_p99_ms']:.4f}, "
+        f"max {record['latency_max_ms']:.4f} over {record['items']} items ({record['threads']} threads; "
+        f"{record['warmup_items']} warm-up items excluded, mean {record['warmup_mean_ms'] or 0:.4f} ms); "
+        + (f"${cost:.6f} per 10,000 items; " if cost is not None else "no price known; ")
+        + f"{task.inference_accuracy_field} {task.format_metric(record['accuracy'])}"
+        + ("" if record["meets_threshold"] else f" < threshold {task.format_metric(record['threshold'])}: excluded from the latency ranking")
+        + threshold_label(run_info),
+        flush=True,
+    )
     return record, per_item

@@ -35,4 +35,6 @@ def compile_module(module, example):
 def prepare(checkpoint: Path, *, device: str, threads: int, check_items: np.ndarray, topk: int = 1) -> Predictor:
     from dawnpipe.infer.torch_model import prepare_torch
 
-    return prepare_torch("compile", checkpoint, device=device, threads=threads, check_items=check_items, topk=topk, transform=compile_module, mode="default", dynamic=False)
+    return prepare_torch(
+        "compile", checkpoint, device=device, threads=threads, check_items=check_items, topk=topk, transform=compile_module, mode="default", dynamic=False
+    )

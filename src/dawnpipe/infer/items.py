@@ -16,9 +16,10 @@ answer (``dawnpipe.infer.backends``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -56,8 +57,9 @@ class ImageItems:
         try:
             return self.TOPK[task.inference_accuracy_field]
         except KeyError:
-            raise DawnpipeError(f"task {task.name}: inference scores {task.inference_accuracy_field}; image items are scored "
-                                f"as {' or '.join(self.TOPK)}") from None
+            raise DawnpipeError(
+                f"task {task.name}: inference scores {task.inference_accuracy_field}; image items are scored as {' or '.join(self.TOPK)}"
+            ) from None
 
     def load(self, task: Task, data: Path, limit: int | None) -> InferenceSet:
         from dawnpipe.data.loader import ShardedArray, load_split
@@ -91,6 +93,7 @@ class QuestionItems:
 
     def topk(self, task: Task) -> int:
         return 1
+
     description = "one question with its paragraph (text) in, the answer text out; tokenisation included"
 
     def load(self, task: Task, data: Path, limit: int | None) -> InferenceSet:

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import tempfile
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -30,8 +31,16 @@ def export_onnx(module, example_item: np.ndarray, path: Path) -> None:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # the TorchScript-based exporter
-        torch.onnx.export(module, (torch.from_numpy(np.ascontiguousarray(example_item[None])),), str(path), dynamo=False,
-                          opset_version=OPSET, input_names=["item"], output_names=["logits"], do_constant_folding=True)
+        torch.onnx.export(
+            module,
+            (torch.from_numpy(np.ascontiguousarray(example_item[None])),),
+            str(path),
+            dynamo=False,
+            opset_version=OPSET,
+            input_names=["item"],
+            output_names=["logits"],
+            do_constant_folding=True,
+        )
 
 
 def open_session(path: Path, *, threads: int, device: str):
@@ -98,7 +107,13 @@ def prepare(checkpoint: Path, *, device: str, threads: int, check_items: np.ndar
     logits, predict = session_fns(session, topk)
     check = tm.check_against_checkpoint(ckpt, logits, check_items, "onnxruntime")
     return Predictor(
-        backend="onnxruntime", predict=predict, device=session_device(session), threads=threads, precision="fp32",
-        framework_version=framework_version(), export_check=check, checkpoint=tm.checkpoint_facts(ckpt),
+        backend="onnxruntime",
+        predict=predict,
+        device=session_device(session),
+        threads=threads,
+        precision="fp32",
+        framework_version=framework_version(),
+        export_check=check,
+        checkpoint=tm.checkpoint_facts(ckpt),
         notes={**facts, **notes, "provider": session.get_providers()[0]},
     )

@@ -37,16 +37,23 @@ def quantize(fp32: Path, out: Path, calibration_items: np.ndarray, work: Path) -
 
         def get_next(self):
             i = next(self._items, None)
-            return None if i is None else {"item": np.ascontiguousarray(calibration_items[i:i + 1])}
+            return None if i is None else {"item": np.ascontiguousarray(calibration_items[i : i + 1])}
 
     pre = work / "model.pre.onnx"
     quant_pre_process(str(fp32), str(pre))  # shape inference + graph cleanup, as the tool recommends
-    quantize_static(str(pre), str(out), Items(), quant_format=QuantFormat.QDQ, per_channel=True,
-                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, calibrate_method=CalibrationMethod.MinMax)
+    quantize_static(
+        str(pre),
+        str(out),
+        Items(),
+        quant_format=QuantFormat.QDQ,
+        per_channel=True,
+        activation_type=QuantType.QUInt8,
+        weight_type=QuantType.QInt8,
+        calibrate_method=CalibrationMethod.MinMax,
+    )
 
 
-def prepare(checkpoint: Path, *, device: str, threads: int, check_items: np.ndarray, topk: int = 1,
-            calibration_items: np.ndarray | None = None) -> Predictor:
+def prepare(checkpoint: Path, *, device: str, threads: int, check_items: np.ndarray, topk: int = 1, calibration_items: np.ndarray | None = None) -> Predictor:
     from dawnpipe.infer import onnx_backend as ob
     from dawnpipe.infer import torch_model as tm
     from dawnpipe.infer.predictor import compare_outputs
@@ -68,15 +75,25 @@ def prepare(checkpoint: Path, *, device: str, threads: int, check_items: np.ndar
     exact_logits, _ = ob.session_fns(exact)
     logits, predict = ob.session_fns(session, topk)
     check = tm.check_against_checkpoint(ckpt, exact_logits, check_items, "onnxruntime-int8 (its fp32 export)")
-    items = np.ascontiguousarray(check_items[:check["items"]])
+    items = np.ascontiguousarray(check_items[: check["items"]])
     reference = np.stack([exact_logits(x) for x in items])
     quantized = np.stack([logits(x) for x in items])
     # no tolerance: quantisation is allowed to move logits; the gate judges accuracy
     check["quantized_vs_fp32"] = compare_outputs(reference, quantized, backend="onnxruntime-int8")
     return Predictor(
-        backend="onnxruntime-int8", predict=predict, device=ob.session_device(session), threads=threads, precision="int8",
-        framework_version=ob.framework_version(", quantised by onnxruntime.quantization"), export_check=check,
+        backend="onnxruntime-int8",
+        predict=predict,
+        device=ob.session_device(session),
+        threads=threads,
+        precision="int8",
+        framework_version=ob.framework_version(", quantised by onnxruntime.quantization"),
+        export_check=check,
         checkpoint=tm.checkpoint_facts(ckpt),
-        notes={**facts, **notes, "provider": session.get_providers()[0], "calibration_items": int(len(calibration)),
-               "quantization": "static QDQ, weights int8 per channel, activations uint8 (min/max)"},
+        notes={
+            **facts,
+            **notes,
+            "provider": session.get_providers()[0],
+            "calibration_items": int(len(calibration)),
+            "quantization": "static QDQ, weights int8 per channel, activations uint8 (min/max)",
+        },
     )

@@ -14,8 +14,9 @@ a tolerance. A backend that changes the answers is an error, not a result.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -57,7 +58,8 @@ def compare_outputs(reference: np.ndarray, candidate: np.ndarray, *, backend: st
     if not np.isfinite(candidate).all():
         raise DawnpipeError(f"backend {backend}: exported model gives non-finite logits on {int((~np.isfinite(candidate)).any(axis=-1).sum())} items")
     return {
-        "items": int(reference.shape[0]), "max_abs_diff": float(np.abs(candidate - reference).max()),
+        "items": int(reference.shape[0]),
+        "max_abs_diff": float(np.abs(candidate - reference).max()),
         "differing_predictions": int((candidate.argmax(-1) != reference.argmax(-1)).sum()),
     }
 
@@ -79,5 +81,6 @@ def check_outputs(reference: np.ndarray, candidate: np.ndarray, *, backend: str,
         raise DawnpipeError(
             f"backend {backend}: exported model disagrees with the checkpoint: item {worst[0]}, logit {worst[-1]}: "
             f"{candidate[worst]:.6g} instead of {reference[worst]:.6g} (tolerance {atol:g} + {rtol:g} x |value|; "
-            f"max |difference| {found['max_abs_diff']:.3g} over {found['items']} items)")
+            f"max |difference| {found['max_abs_diff']:.3g} over {found['items']} items)"
+        )
     return {**found, "atol": atol, "rtol": rtol}

@@ -25,8 +25,19 @@ from dawnpipe.tasks import Task
 from dawnpipe.tta import inference_cost_per_10k
 
 
-def latency_record(*, run_info: dict[str, Any], task: Task, kind: ImageItems | QuestionItems, predictor: Predictor, times: ItemTimes,
-                   scored: Scored, usd_per_hour: float | None, checkpoint: Path, cpu_model: str, measured: str) -> tuple[dict[str, Any], pd.DataFrame]:
+def latency_record(
+    *,
+    run_info: dict[str, Any],
+    task: Task,
+    kind: ImageItems | QuestionItems,
+    predictor: Predictor,
+    times: ItemTimes,
+    scored: Scored,
+    usd_per_hour: float | None,
+    checkpoint: Path,
+    cpu_model: str,
+    measured: str,
+) -> tuple[dict[str, Any], pd.DataFrame]:
     """The result record (latency/<backend>.json) and the per-item table (latency/<backend>.parquet)."""
     accuracy = scored.value
     threshold = float(run_info["threshold"])
@@ -35,21 +46,40 @@ def latency_record(*, run_info: dict[str, Any], task: Task, kind: ImageItems | Q
     n = len(times.seconds)
     warmup_ms = [float(s * 1000.0) for s in times.warmup_seconds]
     record = {
-        "entry": run_info["entry"], "seed": int(run_info["seed"]), "task": task.name, "model": run_info["model"],
-        "framework": run_info["framework"], "framework_version": predictor.framework_version,
-        "hardware": run_info["hardware"], "cpu_model": cpu_model, "device": predictor.device,
-        "backend": predictor.backend, "backend_description": get_backend(predictor.backend, kind.name).description,
-        "threads": int(predictor.threads), "precision": predictor.precision, "item": kind.description,
+        "entry": run_info["entry"],
+        "seed": int(run_info["seed"]),
+        "task": task.name,
+        "model": run_info["model"],
+        "framework": run_info["framework"],
+        "framework_version": predictor.framework_version,
+        "hardware": run_info["hardware"],
+        "cpu_model": cpu_model,
+        "device": predictor.device,
+        "backend": predictor.backend,
+        "backend_description": get_backend(predictor.backend, kind.name).description,
+        "threads": int(predictor.threads),
+        "precision": predictor.precision,
+        "item": kind.description,
         "timer": "perf_counter" + (" + device synchronisation around each item" if predictor.sync else ""),
-        "items": n, "official_items": task.inference_items, "full_inference_set": n >= task.inference_items,
-        "warmup_items": len(warmup_ms), "warmup_ms": warmup_ms,
+        "items": n,
+        "official_items": task.inference_items,
+        "full_inference_set": n >= task.inference_items,
+        "warmup_items": len(warmup_ms),
+        "warmup_ms": warmup_ms,
         "warmup_mean_ms": float(np.mean(warmup_ms)) if warmup_ms else None,
-        "metric": task.inference_accuracy_field, "accuracy": accuracy, **scored.extra,
-        "threshold": threshold, "official_threshold": float(run_info["official_threshold"]),
-        "demo_threshold": bool(run_info["demo_threshold"]), "meets_threshold": bool(meets),
-        "reason": None if meets else (
+        "metric": task.inference_accuracy_field,
+        "accuracy": accuracy,
+        **scored.extra,
+        "threshold": threshold,
+        "official_threshold": float(run_info["official_threshold"]),
+        "demo_threshold": bool(run_info["demo_threshold"]),
+        "meets_threshold": bool(meets),
+        "reason": None
+        if meets
+        else (
             f"inference {task.inference_accuracy_field} {task.format_metric(accuracy)} with backend {predictor.backend} "
-            f"< threshold {task.format_metric(threshold)}"),
+            f"< threshold {task.format_metric(threshold)}"
+        ),
         **stats,
         "usd_per_hour": usd_per_hour,
         "cost_per_10k_usd": inference_cost_per_10k(stats["latency_mean_ms"], usd_per_hour),

@@ -19,8 +19,9 @@ answers independently).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -52,7 +53,7 @@ def reader_predictor(ckpt: dict[str, Any], device: torch.device) -> Callable[[st
             start, end = model(t["c_words"], t["c_chars"], t["c_feat"], t["c_mask"], t["q_words"], t["q_chars"], t["q_mask"])
         first, last = (int(x) for x in torch.cat(best_spans(start, end, max_tokens)).tolist())  # .tolist() waits for the device
         spans = example["c_spans"]
-        return context[spans[first, 0]:spans[last, 1]]
+        return context[spans[first, 0] : spans[last, 1]]
 
     return predict
 
@@ -69,7 +70,14 @@ def prepare(checkpoint: Path, *, device: str, threads: int, check_items: list | 
         ckpt = torch.load(checkpoint, map_location="cpu", weights_only=False)  # our own train stage's file
         answer = reader_predictor(ckpt, dev)
     return Predictor(
-        backend="eager", predict=lambda item: answer(*item), device=str(dev), threads=used, precision=ckpt["precision"],
-        framework_version=f"torch {torch.__version__}", sync=cuda_sync(dev), export_check=None,
-        checkpoint={k: ckpt.get(k) for k in ("epoch", "metric", "metric_value", "reached_threshold")}, notes=notes,
+        backend="eager",
+        predict=lambda item: answer(*item),
+        device=str(dev),
+        threads=used,
+        precision=ckpt["precision"],
+        framework_version=f"torch {torch.__version__}",
+        sync=cuda_sync(dev),
+        export_check=None,
+        checkpoint={k: ckpt.get(k) for k in ("epoch", "metric", "metric_value", "reached_threshold")},
+        notes=notes,
     )

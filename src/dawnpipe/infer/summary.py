@@ -27,8 +27,7 @@ def headline(results: list[dict[str, Any]]) -> dict[str, Any] | None:
     return min(ranked, key=lambda r: r["latency_mean_ms"], default=None)
 
 
-def write_headline(results: list[tuple[Path, dict[str, Any]]], out: Path, items_parquet: Path,
-                   failed: list[dict[str, str]] | None = None) -> dict[str, Any]:
+def write_headline(results: list[tuple[Path, dict[str, Any]]], out: Path, items_parquet: Path, failed: list[dict[str, str]] | None = None) -> dict[str, Any]:
     """``results``: (path of latency/<backend>.json, its record) of one run;
     ``failed``: the backends of the same job that failed (infer.cli)."""
     if not results:
@@ -38,8 +37,10 @@ def write_headline(results: list[tuple[Path, dict[str, Any]]], out: Path, items_
         raise DawnpipeError(f"{out}: results of several runs ({', '.join(f'{e} seed {s}' for e, s in sorted(runs))}); one run's, please")
     best = headline([r for _, r in results])
     path = next(p for p, r in results if r is best)
-    timed = [{"backend": r["backend"], "latency_mean_ms": r["latency_mean_ms"], "accuracy": r["accuracy"],
-              "meets_threshold": r["meets_threshold"], "result": str(p)} for p, r in sorted(results, key=lambda pr: pr[1]["latency_mean_ms"])]
+    timed = [
+        {"backend": r["backend"], "latency_mean_ms": r["latency_mean_ms"], "accuracy": r["accuracy"], "meets_threshold": r["meets_threshold"], "result": str(p)}
+        for p, r in sorted(results, key=lambda pr: pr[1]["latency_mean_ms"])
+    ]
     summary = {**best, "headline_of": str(path), "backends_timed": timed, "backends_failed": list(failed or [])}
     with atomic_path(items_parquet) as tmp:
         shutil.copyfile(Path(path).with_suffix(".parquet"), tmp)

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -66,15 +67,21 @@ def prepare(checkpoint: Path, *, device: str = "auto", threads: int = 1, check_i
         check = check_outputs(reference_logits(model, meta, items), np.stack([item_logits(x).numpy() for x in items]), backend=BACKEND)
     intra = tf.config.threading.get_intra_op_parallelism_threads()
     return TFPredictor(
-        backend=BACKEND, predict=(lambda item: int(answer(item))) if topk == 1 else (lambda item: answer(item).numpy().tolist()),
+        backend=BACKEND,
+        predict=(lambda item: int(answer(item))) if topk == 1 else (lambda item: answer(item).numpy().tolist()),
         device=tf_runtime.device_label(tf_device),
         # 0: never set, TensorFlow's own choice (every core), as run.json records it (runinfo.tf_environment)
-        threads=intra or os.cpu_count(), precision=meta["precision"],
+        threads=intra or os.cpu_count(),
+        precision=meta["precision"],
         framework_version=f"tensorflow {tf.__version__} (keras {keras.__version__})",
         export_check=check,
         checkpoint={k: meta.get(k) for k in ("epoch", "metric", "metric_value", "reached_threshold")},
-        notes={"prepare_seconds": time.perf_counter() - started, "layout": "NHWC",
-               "mixed_precision_policy": keras.mixed_precision.global_policy().name, "threads_set": bool(intra)},
+        notes={
+            "prepare_seconds": time.perf_counter() - started,
+            "layout": "NHWC",
+            "mixed_precision_policy": keras.mixed_precision.global_policy().name,
+            "threads_set": bool(intra),
+        },
     )
 
 

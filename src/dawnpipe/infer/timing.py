@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import gc
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -36,9 +37,15 @@ class ItemTimes:
     warmup_seconds: np.ndarray  # one per warm-up call (reported, not counted)
 
 
-def time_items(predict: Callable[[Any], Any], items: Sequence[Any], *, warmup: int = 0,
-               sync: Callable[[], None] | None = None, clock: Callable[[], float] = time.perf_counter,
-               desc: str = "infer") -> ItemTimes:
+def time_items(
+    predict: Callable[[Any], Any],
+    items: Sequence[Any],
+    *,
+    warmup: int = 0,
+    sync: Callable[[], None] | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+    desc: str = "infer",
+) -> ItemTimes:
     """Answer ``items`` one at a time with ``predict`` and time each answer.
 
     ``clock`` is a monotonic clock in seconds (a parameter so that tests can

@@ -8,8 +8,9 @@ slower; the accuracy gate decides whether a precision is good enough).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 

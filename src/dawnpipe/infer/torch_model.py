@@ -17,8 +17,9 @@ from __future__ import annotations
 import contextlib
 import pickle
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 import torch
@@ -48,8 +49,13 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
 
 
 def checkpoint_facts(ckpt: dict[str, Any]) -> dict[str, Any]:
-    return {"epoch": ckpt.get("epoch"), "metric": ckpt.get("metric"), "metric_value": ckpt.get("metric_value"),
-            "reached_threshold": ckpt.get("reached_threshold"), "training_precision": ckpt.get("precision")}
+    return {
+        "epoch": ckpt.get("epoch"),
+        "metric": ckpt.get("metric"),
+        "metric_value": ckpt.get("metric_value"),
+        "reached_threshold": ckpt.get("reached_threshold"),
+        "training_precision": ckpt.get("precision"),
+    }
 
 
 def trained_model(ckpt: dict[str, Any]) -> nn.Module:
@@ -119,8 +125,12 @@ def inference_net(ckpt: dict[str, Any], *, fold: bool = True, channels_last: boo
     module = InferenceNet(net, ckpt["mean"], ckpt["std"], tta_flip=bool(ckpt["tta_flip"]), channels_last=channels_last).eval()
     if channels_last:
         module = module.to(memory_format=torch.channels_last)
-    return module, {"folded_batch_norms": folded, "remaining_batch_norms": count_batch_norms(net),
-                    "channels_last": channels_last, "tta_flip": bool(ckpt["tta_flip"])}
+    return module, {
+        "folded_batch_norms": folded,
+        "remaining_batch_norms": count_batch_norms(net),
+        "channels_last": channels_last,
+        "tta_flip": bool(ckpt["tta_flip"]),
+    }
 
 
 @torch.inference_mode()
@@ -174,6 +184,7 @@ def as_logits_fn(module: Callable[[torch.Tensor], torch.Tensor], device: torch.d
 
 def as_predict_fn(module: Callable[[torch.Tensor], torch.Tensor], device: torch.device, topk: int = 1) -> Callable[[np.ndarray], int | list[int]]:
     """item -> class id, or the ``topk`` most likely ids, best first (ImageNet's answer is five)."""
+
     @torch.inference_mode()
     def predict(item: np.ndarray) -> int:
         # int() copies the answer to the host, which on CUDA waits for the kernels
@@ -204,8 +215,17 @@ def stopwatch(notes: dict[str, Any], key: str) -> Iterator[None]:
     notes[key] = time.perf_counter() - start
 
 
-def prepare_torch(backend: str, checkpoint: Path, *, device: str, threads: int, check_items: np.ndarray, topk: int = 1,
-                  transform: Callable[[nn.Module, torch.Tensor], Callable] | None = None, **extra_notes: Any) -> Predictor:
+def prepare_torch(
+    backend: str,
+    checkpoint: Path,
+    *,
+    device: str,
+    threads: int,
+    check_items: np.ndarray,
+    topk: int = 1,
+    transform: Callable[[nn.Module, torch.Tensor], Callable] | None = None,
+    **extra_notes: Any,
+) -> Predictor:
     """The PyTorch backends' common path: load the checkpoint, fold batch norms,
     NHWC layout, ``transform(module, example_item)`` (trace, compile, ...),
     then check the result against the checkpoint, one item at a time."""
@@ -221,7 +241,14 @@ def prepare_torch(backend: str, checkpoint: Path, *, device: str, threads: int, 
             module = transform(module, example)
     check = check_against_checkpoint(ckpt, as_logits_fn(module, device), check_items, backend)
     return Predictor(
-        backend=backend, predict=as_predict_fn(module, device, topk), device=str(device), threads=threads, precision="fp32",
-        framework_version=f"torch {torch.__version__}", sync=cuda_sync(device), export_check=check,
-        checkpoint=checkpoint_facts(ckpt), notes={**facts, **notes, **extra_notes},
+        backend=backend,
+        predict=as_predict_fn(module, device, topk),
+        device=str(device),
+        threads=threads,
+        precision="fp32",
+        framework_version=f"torch {torch.__version__}",
+        sync=cuda_sync(device),
+        export_check=check,
+        checkpoint=checkpoint_facts(ckpt),
+        notes={**facts, **notes, **extra_notes},
     )

@@ -19,8 +19,8 @@ CNN added instead. Masks are True at padding.
 from __future__ import annotations
 
 import torch
-from torch import nn
 import torch.nn.functional as F
+from torch import nn
 
 MASKED = -1e30  # finite: a fully padded row gives a uniform softmax instead of NaN
 
@@ -32,10 +32,10 @@ class CharCNN(nn.Module):
         self.conv = nn.Conv1d(char_dim, filters, kernel, padding=kernel // 2)
 
     def forward(self, chars: torch.Tensor) -> torch.Tensor:  # B x L x W -> B x L x filters
-        b, l, w = chars.shape
-        x = self.embedding(chars.reshape(b * l, w)).transpose(1, 2)  # (B*L) x D x W
+        b, length, w = chars.shape
+        x = self.embedding(chars.reshape(b * length, w)).transpose(1, 2)  # (B*L) x D x W
         x = F.relu(self.conv(x)).max(dim=2).values
-        return x.reshape(b, l, -1)
+        return x.reshape(b, length, -1)
 
 
 class StackedBiLSTM(nn.Module):
@@ -44,8 +44,7 @@ class StackedBiLSTM(nn.Module):
     def __init__(self, input_size: int, hidden: int, layers: int, dropout: float):
         super().__init__()
         self.dropout = dropout
-        self.rnns = nn.ModuleList(
-            nn.LSTM(input_size if i == 0 else 2 * hidden, hidden, batch_first=True, bidirectional=True) for i in range(layers))
+        self.rnns = nn.ModuleList(nn.LSTM(input_size if i == 0 else 2 * hidden, hidden, batch_first=True, bidirectional=True) for i in range(layers))
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         lengths = (~mask).sum(dim=1).clamp(min=1)
@@ -88,9 +87,20 @@ class SelfAttentivePool(nn.Module):
 
 
 class DrQAReader(nn.Module):
-    def __init__(self, n_words: int, n_chars: int, *, embedding_dim: int = 100, char_dim: int = 16,
-                 char_filters: int = 50, char_kernel: int = 5, hidden: int = 64, layers: int = 2,
-                 dropout: float = 0.3, n_features: int = 2):
+    def __init__(
+        self,
+        n_words: int,
+        n_chars: int,
+        *,
+        embedding_dim: int = 100,
+        char_dim: int = 16,
+        char_filters: int = 50,
+        char_kernel: int = 5,
+        hidden: int = 64,
+        layers: int = 2,
+        dropout: float = 0.3,
+        n_features: int = 2,
+    ):
         super().__init__()
         self.embedding = nn.Embedding(n_words, embedding_dim, padding_idx=0)
         self.chars = CharCNN(n_chars, char_dim, char_filters, char_kernel) if char_dim else None

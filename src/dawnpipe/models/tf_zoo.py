@@ -43,7 +43,12 @@ def conv_bn(x, c_out: int, kernel: int, stride: int, name: str, bn_name: str):
     else:
         padding = "same"  # stride 1, odd kernel: symmetric, as in PyTorch
     x = layers.Conv2D(
-        c_out, kernel, strides=stride, padding=padding, use_bias=False, name=name,
+        c_out,
+        kernel,
+        strides=stride,
+        padding=padding,
+        use_bias=False,
+        name=name,
         kernel_initializer=keras.initializers.VarianceScaling(2.0, mode="fan_out", distribution="untruncated_normal"),
     )(x)
     return layers.BatchNormalization(momentum=BN_MOMENTUM, epsilon=BN_EPSILON, name=bn_name)(x)
@@ -69,8 +74,9 @@ def bottleneck_block(x, c_in: int, width: int, stride: int, path: str) -> tuple:
     return layers.ReLU(name=f"{path}.relu")(layers.Add(name=f"{path}.add")([y, short])), c_out
 
 
-def cifar_resnet(depth: int = 20, block: str = "basic", width: int = 16, *, input_shape: tuple[int, int, int],
-                 num_classes: int = 10, name: str | None = None) -> keras.Model:
+def cifar_resnet(
+    depth: int = 20, block: str = "basic", width: int = 16, *, input_shape: tuple[int, int, int], num_classes: int = 10, name: str | None = None
+) -> keras.Model:
     block_fn, per_block = {"basic": (basic_block, 2), "bottleneck": (bottleneck_block, 3)}[block]
     if (depth - 2) % (3 * per_block):
         raise ValueError(f"a {block} CIFAR ResNet needs depth = {3 * per_block}n + 2, not {depth}")
@@ -86,7 +92,8 @@ def cifar_resnet(depth: int = 20, block: str = "basic", width: int = 16, *, inpu
     x = layers.GlobalAveragePooling2D(name="pool")(x)
     bound = 1.0 / math.sqrt(c_in)  # PyTorch's nn.Linear default
     logits = layers.Dense(
-        num_classes, name="head",
+        num_classes,
+        name="head",
         kernel_initializer=keras.initializers.VarianceScaling(1.0 / 3.0, mode="fan_in", distribution="uniform"),
         bias_initializer=keras.initializers.RandomUniform(-bound, bound),
     )(x)
@@ -120,6 +127,7 @@ def model_spec(name: str, **kwargs) -> tuple[int, dict]:
 def parameter_counts(model: keras.Model) -> dict[str, int]:
     """Trainable parameters (PyTorch's ``parameters()``) and non-trainable state
     (batch-norm moving statistics: PyTorch's float buffers)."""
+
     def count(variables):
         return int(sum(math.prod(v.shape) for v in variables))
 

@@ -14,8 +14,8 @@
 from __future__ import annotations
 
 import torch
-from torch import nn
 import torch.nn.functional as F
+from torch import nn
 
 
 def conv_bn(c_in: int, c_out: int, kernel: int = 3, stride: int = 1) -> list[nn.Module]:
@@ -42,8 +42,10 @@ class Bottleneck(nn.Module):
         super().__init__()
         c_out = width * self.expansion
         self.body = nn.Sequential(
-            *conv_bn(c_in, width, 1), nn.ReLU(inplace=True),
-            *conv_bn(width, width, 3, stride), nn.ReLU(inplace=True),
+            *conv_bn(c_in, width, 1),
+            nn.ReLU(inplace=True),
+            *conv_bn(width, width, 3, stride),
+            nn.ReLU(inplace=True),
             *conv_bn(width, c_out, 1),
         )
         self.shortcut = nn.Sequential(*conv_bn(c_in, c_out, 1, stride)) if stride != 1 or c_in != c_out else nn.Identity()
@@ -98,8 +100,11 @@ class FastNet(nn.Module):
             return nn.Sequential(*mods, Residual(c_out)) if residual else nn.Sequential(*mods)
 
         self.features = nn.Sequential(
-            *conv_bn(in_channels, w0), nn.ReLU(inplace=True),
-            stage(w0, w1, True), stage(w1, w2, False), stage(w2, w3, True),
+            *conv_bn(in_channels, w0),
+            nn.ReLU(inplace=True),
+            stage(w0, w1, True),
+            stage(w1, w2, False),
+            stage(w2, w3, True),
             nn.AdaptiveMaxPool2d(1),
         )
         self.head = nn.Linear(w3, num_classes, bias=False)
@@ -124,8 +129,10 @@ def build_model(name: str, *, in_channels: int, num_classes: int, **kwargs) -> n
 
 # ImageNet ResNets (He et al. 2016), appended for the ImageNet task.
 IMAGENET_RESNETS = {  # name -> (block, blocks per stage)
-    "resnet18": ("basic", (2, 2, 2, 2)), "resnet34": ("basic", (3, 4, 6, 3)),
-    "resnet50": ("bottleneck", (3, 4, 6, 3)), "resnet101": ("bottleneck", (3, 4, 23, 3)),
+    "resnet18": ("basic", (2, 2, 2, 2)),
+    "resnet34": ("basic", (3, 4, 6, 3)),
+    "resnet50": ("bottleneck", (3, 4, 6, 3)),
+    "resnet101": ("bottleneck", (3, 4, 23, 3)),
     "resnet152": ("bottleneck", (3, 8, 36, 3)),
 }
 
@@ -139,8 +146,9 @@ class ImageNetResNet(nn.Module):
     each block starts as the identity: what makes large-batch SGD stable.
     ``width`` (64 in the paper) exists for tiny test runs."""
 
-    def __init__(self, block: str = "bottleneck", layers=(3, 4, 6, 3), width: int = 64, in_channels: int = 3,
-                 num_classes: int = 1000, zero_init_residual: bool = True):
+    def __init__(
+        self, block: str = "bottleneck", layers=(3, 4, 6, 3), width: int = 64, in_channels: int = 3, num_classes: int = 1000, zero_init_residual: bool = True
+    ):
         super().__init__()
         block_cls = {"basic": BasicBlock, "bottleneck": Bottleneck}[block]
         stem = [*conv_bn(in_channels, width, 7, 2), nn.ReLU(inplace=True), nn.MaxPool2d(3, stride=2, padding=1)]

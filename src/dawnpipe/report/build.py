@@ -43,8 +43,9 @@ def load_run(run_dir: Path) -> dict[str, Any]:
         "log": pd.read_parquet(run_dir / "train.parquet"),
         "latencies": latencies,  # every inference result, one per backend (fastest first)
         "latency": headline(latencies),  # the run's headline among them (dawnpipe.infer.summary)
-        **{name: read_json(run_dir / f"{name}.json") if (run_dir / f"{name}.json").is_file() else None
-           for name in ("utilization", "sensitivity")},  # optional: the analysis stages of issue 9
+        **{
+            name: read_json(run_dir / f"{name}.json") if (run_dir / f"{name}.json").is_file() else None for name in ("utilization", "sensitivity")
+        },  # optional: the analysis stages of issue 9
     }
 
 
@@ -65,28 +66,48 @@ def objective_rows(runs: list[dict[str, Any]]) -> tuple[list[dict], list[dict]]:
     for r in runs:
         tta, info = r["tta"], r["run"]
         common = {
-            "task": tta["task"], "threshold": tta["threshold"], "demo_threshold": tta["demo_threshold"],
-            "model": info["model"], "hardware": info["hardware"], "framework": info["framework"],
-            "timestamp": info["finished"][:10], "source": run_source(r), "entry": info["entry"], "seed": info["seed"],
+            "task": tta["task"],
+            "threshold": tta["threshold"],
+            "demo_threshold": tta["demo_threshold"],
+            "model": info["model"],
+            "hardware": info["hardware"],
+            "framework": info["framework"],
+            "timestamp": info["finished"][:10],
+            "source": run_source(r),
+            "entry": info["entry"],
+            "seed": info["seed"],
             "audit_anchor": f"run-{info['entry']}-{info['seed']}",
         }
         if tta["reached"]:
-            rows.append({**common, "objective": "train_time", "value": tta["time_to_accuracy_hours"],
-                         "epochs": tta["epochs_to_accuracy"], "wall_hours": tta["wall_time_to_accuracy_hours"]})
+            rows.append(
+                {
+                    **common,
+                    "objective": "train_time",
+                    "value": tta["time_to_accuracy_hours"],
+                    "epochs": tta["epochs_to_accuracy"],
+                    "wall_hours": tta["wall_time_to_accuracy_hours"],
+                }
+            )
             if tta["cost_usd"] is not None:
                 rows.append({**common, "objective": "train_cost", "value": tta["cost_usd"]})
             energy = (r.get("utilization") or {}).get("energy") or {}
             nodes = info.get("nodes") or 1
             if energy.get("energy_to_accuracy_j") is not None and nodes > 1:
                 # rank 0 samples its own node: a part of the energy, not to be ranked against wholes
-                excluded.append({"source": common["source"], "objectives": ["train_energy"],
-                                 "reason": f"energy measured on node 0 of {nodes} only (each node's counters are not collected)"})
+                excluded.append(
+                    {
+                        "source": common["source"],
+                        "objectives": ["train_energy"],
+                        "reason": f"energy measured on node 0 of {nodes} only (each node's counters are not collected)",
+                    }
+                )
             elif energy.get("energy_to_accuracy_j") is not None:  # shown only where measured
                 rows.append({**common, "objective": "train_energy", "value": energy["energy_to_accuracy_j"], "energy_source": energy["source"]})
         else:
             measured = ((r.get("utilization") or {}).get("energy") or {}).get("run_j") is not None
-            excluded.append({"source": common["source"], "objectives": ["train_time", "train_cost"] + (["train_energy"] if measured else []),
-                             "reason": tta["reason"]})
+            excluded.append(
+                {"source": common["source"], "objectives": ["train_time", "train_cost"] + (["train_energy"] if measured else []), "reason": tta["reason"]}
+            )
         for lat in r.get("latencies") or ([r["latency"]] if r.get("latency") else []):  # hand-made runs may hold only one
             rows_, excl = inference_rows(lat, common)
             rows += rows_
@@ -100,14 +121,31 @@ def inference_rows(lat: dict[str, Any], common: dict[str, Any]) -> tuple[list[di
     source = common["source"]  # the run; the row's backend and threads tell its results apart
     if not lat["meets_threshold"]:
         task = get_task(common["task"])
-        reason = lat.get("reason") or (f"inference {lat['metric']} {task.format_metric(lat['accuracy'])} with backend {lat['backend']} "
-                                       f"< threshold {task.format_metric(lat['threshold'])}")
+        reason = lat.get("reason") or (
+            f"inference {lat['metric']} {task.format_metric(lat['accuracy'])} with backend {lat['backend']} < threshold {task.format_metric(lat['threshold'])}"
+        )
         return [], [{"source": source, "objectives": ["inference_latency", "inference_cost"], "reason": reason}]
-    extra = {"backend": lat["backend"], "threads": lat["threads"], "device": lat.get("device"), "precision": lat.get("precision"),
-             "accuracy": lat["accuracy"], "items": lat["items"],
-             "official_items": lat.get("official_items")}  # fewer items than the test set: tagged so in the table
-    rows = [{**common, **extra, "objective": "inference_latency", "value": lat["latency_mean_ms"], "p50_ms": lat["latency_p50_ms"],
-             "p90_ms": lat["latency_p90_ms"], "p99_ms": lat["latency_p99_ms"], "max_ms": lat["latency_max_ms"]}]
+    extra = {
+        "backend": lat["backend"],
+        "threads": lat["threads"],
+        "device": lat.get("device"),
+        "precision": lat.get("precision"),
+        "accuracy": lat["accuracy"],
+        "items": lat["items"],
+        "official_items": lat.get("official_items"),
+    }  # fewer items than the test set: tagged so in the table
+    rows = [
+        {
+            **common,
+            **extra,
+            "objective": "inference_latency",
+            "value": lat["latency_mean_ms"],
+            "p50_ms": lat["latency_p50_ms"],
+            "p90_ms": lat["latency_p90_ms"],
+            "p99_ms": lat["latency_p99_ms"],
+            "max_ms": lat["latency_max_ms"],
+        }
+    ]
     if lat["cost_per_10k_usd"] is not None:
         rows.append({**common, **extra, "objective": "inference_cost", "value": lat["cost_per_10k_usd"]})
     return rows, []
@@ -117,24 +155,44 @@ def runs_table(runs: list[dict[str, Any]]) -> pd.DataFrame:
     records = []
     for r in runs:
         tta, info = r["tta"], r["run"]
-        lat = r["latency"] or dict.fromkeys(("backend", "threads", "accuracy", "latency_mean_ms", "latency_p50_ms",
-                                            "latency_p90_ms", "latency_p99_ms", "cost_per_10k_usd"))
-        records.append({
-            "entry": info["entry"], "seed": info["seed"], "task": info["task"], "model": info["model"],
-            "framework": info["framework"], "hardware": info["hardware"], "threshold": tta["threshold"],
-            "demo_threshold": tta["demo_threshold"], "reached": tta["reached"],
-            "epochs_to_accuracy": tta["epochs_to_accuracy"], "time_to_accuracy_hours": tta["time_to_accuracy_hours"],
-            "wall_time_to_accuracy_hours": tta["wall_time_to_accuracy_hours"], "cost_usd": tta["cost_usd"],
-            "best_metric": tta["best_metric"], "epochs_run": tta["epochs_run"], "training_hours": tta["training_hours"],
-            "inference_results": len(r["latencies"]),  # backends timed; the columns below are the best's
-            "inference_backend": lat["backend"], "inference_threads": lat["threads"], "inference_accuracy": lat["accuracy"],
-            "latency_mean_ms": lat["latency_mean_ms"], "latency_p50_ms": lat["latency_p50_ms"],
-            "latency_p90_ms": lat["latency_p90_ms"], "latency_p99_ms": lat["latency_p99_ms"],
-            "inference_cost_per_10k_usd": lat["cost_per_10k_usd"], "usd_per_hour": tta["usd_per_hour"],
-            "config_hash": info["config_hash"], "git_commit": info["environment"]["git"]["commit"],
-            "cpu_model": info["environment"]["cpu_model"], "threads": info["environment"]["threads"],
-            "finished": info["finished"],
-        })
+        lat = r["latency"] or dict.fromkeys(
+            ("backend", "threads", "accuracy", "latency_mean_ms", "latency_p50_ms", "latency_p90_ms", "latency_p99_ms", "cost_per_10k_usd")
+        )
+        records.append(
+            {
+                "entry": info["entry"],
+                "seed": info["seed"],
+                "task": info["task"],
+                "model": info["model"],
+                "framework": info["framework"],
+                "hardware": info["hardware"],
+                "threshold": tta["threshold"],
+                "demo_threshold": tta["demo_threshold"],
+                "reached": tta["reached"],
+                "epochs_to_accuracy": tta["epochs_to_accuracy"],
+                "time_to_accuracy_hours": tta["time_to_accuracy_hours"],
+                "wall_time_to_accuracy_hours": tta["wall_time_to_accuracy_hours"],
+                "cost_usd": tta["cost_usd"],
+                "best_metric": tta["best_metric"],
+                "epochs_run": tta["epochs_run"],
+                "training_hours": tta["training_hours"],
+                "inference_results": len(r["latencies"]),  # backends timed; the columns below are the best's
+                "inference_backend": lat["backend"],
+                "inference_threads": lat["threads"],
+                "inference_accuracy": lat["accuracy"],
+                "latency_mean_ms": lat["latency_mean_ms"],
+                "latency_p50_ms": lat["latency_p50_ms"],
+                "latency_p90_ms": lat["latency_p90_ms"],
+                "latency_p99_ms": lat["latency_p99_ms"],
+                "inference_cost_per_10k_usd": lat["cost_per_10k_usd"],
+                "usd_per_hour": tta["usd_per_hour"],
+                "config_hash": info["config_hash"],
+                "git_commit": info["environment"]["git"]["commit"],
+                "cpu_model": info["environment"]["cpu_model"],
+                "threads": info["environment"]["threads"],
+                "finished": info["finished"],
+            }
+        )
     return pd.DataFrame(records)
 
 
@@ -142,8 +200,14 @@ def configure(p) -> None:
     p.add_argument("--runs", nargs="+", required=True, type=Path, help="run directories (results/runs/<entry>/seed<k>), or directories holding them")
     p.add_argument("--stability", nargs="*", default=[], type=Path, help="stability JSON of each entry, or directories holding them")
     p.add_argument("--config-name", default="", help="the configuration the runs came from (shown in the page)")
-    p.add_argument("--submissions", nargs="*", default=[], type=Path, metavar="DIR",
-                   help="DAWNBench v1 submission directories to audit and rank with the runs (config: submission_dirs)")
+    p.add_argument(
+        "--submissions",
+        nargs="*",
+        default=[],
+        type=Path,
+        metavar="DIR",
+        help="DAWNBench v1 submission directories to audit and rank with the runs (config: submission_dirs)",
+    )
     from dawnpipe.audit.rules import add_arguments
 
     add_arguments(p)  # --max-bytes, --rules (config: audit_rules): how the submissions are audited
@@ -169,8 +233,10 @@ def run(args) -> int:
     write_json(args.json, board)
     write_text(args.html, html)
     filled = sum(1 for t in board["objectives"] if t["rows"])
-    print(f"report: {len(runs)} runs, {len(report.submissions) if report else 0} submissions, {filled} non-empty objective tables, "
-          f"{len(board['excluded'])} exclusions -> {args.html}")
+    print(
+        f"report: {len(runs)} runs, {len(report.submissions) if report else 0} submissions, {filled} non-empty objective tables, "
+        f"{len(board['excluded'])} exclusions -> {args.html}"
+    )
     return 0
 
 
@@ -191,5 +257,3 @@ def _audit(dirs: list[Path], args):
 
     without_hypothesis_strategies()
     return audit([str(d) for d in dirs], rules)
-
-

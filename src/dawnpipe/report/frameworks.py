@@ -51,8 +51,7 @@ def framework_comparison(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             best = min((row[field] for row in group if row[field] is not None), default=None)
             for row in group:
                 row[ratio] = row[field] / best if row[field] is not None and best else None
-        rows += [{"task": task, "model": model, "hardware": hardware, "threshold": threshold, "demo_threshold": demo, **row}
-                 for row in group]
+        rows += [{"task": task, "model": model, "hardware": hardware, "threshold": threshold, "demo_threshold": demo, **row} for row in group]
     return rows
 
 
@@ -89,6 +88,5 @@ def _framework_row(framework: str, entry: str, runs: list[dict[str, Any]]) -> di
         "latency_results": len(latencies),  # seeds whose native result met the threshold
         "inference_backends": sorted({lat["backend"] for lat in native}) or [NATIVE_BACKEND.get(framework, "none")],
         # why there is no latency: measured but below the threshold, or never measured (not the same thing)
-        "latency_note": None if latencies else
-        "none at the threshold" if any(native_results(framework, r) for r in runs) else "not measured",
+        "latency_note": None if latencies else "none at the threshold" if any(native_results(framework, r) for r in runs) else "not measured",
     }

@@ -32,7 +32,10 @@ def latency_against_training(runs: list[dict[str, Any]], task_name: str) -> Mark
     if not mine:
         return Markup('<p class="empty">no run of this task reached the threshold</p>')
     label, factor = time_axis(max(r["tta"]["time_to_accuracy_hours"] for r in mine))
-    points = [(lat["backend"], f"{r['run']['entry']} seed {r['run']['seed']}", r["tta"]["time_to_accuracy_hours"] * factor, lat["latency_mean_ms"])
-              for r in mine for lat in r.get("latencies", []) if lat["meets_threshold"]]
-    return scatter(points, x_label=label, y_label="mean inference latency (ms, log scale)", log_y=True,
-                   title="inference latency against training time")
+    points = [
+        (lat["backend"], f"{r['run']['entry']} seed {r['run']['seed']}", r["tta"]["time_to_accuracy_hours"] * factor, lat["latency_mean_ms"])
+        for r in mine
+        for lat in r.get("latencies", [])
+        if lat["meets_threshold"]
+    ]
+    return scatter(points, x_label=label, y_label="mean inference latency (ms, log scale)", log_y=True, title="inference latency against training time")

@@ -51,9 +51,14 @@ def curves_by_task(runs: list[dict[str, Any]]) -> dict[str, Any]:
         series = [(f"{r['run']['entry']} s{r['run']['seed']}", (r["log"]["hours"] * factor).tolist(), r["log"][task.metric_column].tolist()) for r in mine]
         thresholds = sorted({r["run"]["threshold"] for r in mine})
         demo = " (demo threshold)" if any(r["run"]["demo_threshold"] for r in mine) else ""
-        charts[name] = line_chart(series, x_label=label, y_label=task.metric_label, hline=thresholds[0] if len(thresholds) == 1 else None,
-                                  hline_label=f"threshold {thresholds[0]:g}{demo}" if len(thresholds) == 1 else "",
-                                  title=f"{task.title}: accuracy against training time{demo}")
+        charts[name] = line_chart(
+            series,
+            x_label=label,
+            y_label=task.metric_label,
+            hline=thresholds[0] if len(thresholds) == 1 else None,
+            hline_label=f"threshold {thresholds[0]:g}{demo}" if len(thresholds) == 1 else "",
+            title=f"{task.title}: accuracy against training time{demo}",
+        )
     return charts
 
 
@@ -74,17 +79,23 @@ SECTIONS = [
 ]
 
 
-def render_html(board: dict[str, Any], runs: list[dict[str, Any]], stability: list[dict[str, Any]], *, config_name: str,
-                audit=None) -> str:
+def render_html(board: dict[str, Any], runs: list[dict[str, Any]], stability: list[dict[str, Any]], *, config_name: str, audit=None) -> str:
     """``audit``: a ``dawnpipe.audit`` report of the submissions merged into ``board`` (None: no submissions)."""
     # Every task's four official tables, empty or not (the twelve DAWNBench
     # tables plus Fashion-MNIST); demo-threshold tables only when they have rows.
     tasks = {name: all_tasks()[name] for name in task_order()}
     tables = [t for t in board["objectives"] if not t["demo_threshold"] or t["rows"]]
     ctx: dict[str, Any] = dict(
-        board=board, tables=tables, tasks=tasks, objectives=OBJECTIVES, runs=runs, stability=stability,
+        board=board,
+        tables=tables,
+        tasks=tasks,
+        objectives=OBJECTIVES,
+        runs=runs,
+        stability=stability,
         audit=None if audit is None else audit_view(audit),
-        curves=curves_by_task(runs), config_name=config_name, machine=runs[0]["run"]["environment"] if runs else {},
+        curves=curves_by_task(runs),
+        config_name=config_name,
+        machine=runs[0]["run"]["environment"] if runs else {},
         demo=any(t["demo_threshold"] for t in tables if t["rows"]) or any(r["run"]["demo_threshold"] for r in runs),
     )
     ctx.update(telemetry_sections.context(runs))
@@ -100,14 +111,21 @@ def audit_view(report) -> dict[str, Any]:
     groups = []
     for sub in report.submissions:
         meta = sub.meta or {}
-        groups.append({
-            "anchor": sub.anchor, "source": sub.source, "status": sub.status, "task": sub.task.title,
-            "author": meta.get("author"), "model": meta.get("model"), "hardware": meta.get("hardware"),
-            "ranked": sub.valid and not sub.notes,
-            "files": [{"source": f.source, "status": f.status, "figure": figure_note(sub, f),
-                       "messages": [m.as_dict() for m in f.messages]} for f in sub.files],
-        })
+        groups.append(
+            {
+                "anchor": sub.anchor,
+                "source": sub.source,
+                "status": sub.status,
+                "task": sub.task.title,
+                "author": meta.get("author"),
+                "model": meta.get("model"),
+                "hardware": meta.get("hardware"),
+                "ranked": sub.valid and not sub.notes,
+                "files": [
+                    {"source": f.source, "status": f.status, "figure": figure_note(sub, f), "messages": [m.as_dict() for m in f.messages]} for f in sub.files
+                ],
+            }
+        )
     owned = {id(f) for sub in report.submissions for f in sub.files}
-    others = [{"source": f.source, "status": f.status, "messages": [m.as_dict() for m in f.messages]}
-              for f in report.files if id(f) not in owned]
+    others = [{"source": f.source, "status": f.status, "messages": [m.as_dict() for m in f.messages]} for f in report.files if id(f) not in owned]
     return {"counts": report.counts(), "skipped": report.skipped, "groups": groups, "others": others}

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Sequence
 from html import escape
-from typing import Sequence
 
 from markupsafe import Markup
 
@@ -30,9 +30,17 @@ def _fmt(v: float) -> str:
     return f"{v:g}" if abs(v) >= 1e-3 or v == 0 else f"{v:.1e}"
 
 
-def line_chart(series: Sequence[tuple[str, Sequence[float], Sequence[float]]], *, x_label: str, y_label: str,
-               hline: float | None = None, hline_label: str = "", markers: bool = True, title: str = "",
-               x_min: float | None = None) -> Markup:
+def line_chart(
+    series: Sequence[tuple[str, Sequence[float], Sequence[float]]],
+    *,
+    x_label: str,
+    y_label: str,
+    hline: float | None = None,
+    hline_label: str = "",
+    markers: bool = True,
+    title: str = "",
+    x_min: float | None = None,
+) -> Markup:
     """series: (label, xs, ys). A horizontal line (the threshold) when ``hline`` is given.
     The x axis starts at 0 (or the smallest x below it) unless ``x_min`` is given."""
     xs = [x for _, sx, _ in series for x in sx if math.isfinite(x)]
@@ -51,19 +59,27 @@ def line_chart(series: Sequence[tuple[str, Sequence[float], Sequence[float]]], *
     def py(y):
         return T + ph - (y - y0) / ((y1 - y0) or 1.0) * ph
 
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" class="chart" role="img" aria-label="{escape(title or y_label)}">',
-           f'<rect x="{L}" y="{T}" width="{pw}" height="{ph}" fill="#fff" stroke="#999"/>']
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" class="chart" role="img" aria-label="{escape(title or y_label)}">',
+        f'<rect x="{L}" y="{T}" width="{pw}" height="{ph}" fill="#fff" stroke="#999"/>',
+    ]
     for t in _ticks(x0, x1):
-        out.append(f'<line x1="{px(t):.1f}" y1="{T + ph}" x2="{px(t):.1f}" y2="{T + ph + 4}" stroke="#666"/>'
-                   f'<text x="{px(t):.1f}" y="{T + ph + 16}" text-anchor="middle">{escape(_fmt(t))}</text>')
+        out.append(
+            f'<line x1="{px(t):.1f}" y1="{T + ph}" x2="{px(t):.1f}" y2="{T + ph + 4}" stroke="#666"/>'
+            f'<text x="{px(t):.1f}" y="{T + ph + 16}" text-anchor="middle">{escape(_fmt(t))}</text>'
+        )
     for t in _ticks(y0, y1):
-        out.append(f'<line x1="{L - 4}" y1="{py(t):.1f}" x2="{L + pw}" y2="{py(t):.1f}" stroke="#eee"/>'
-                   f'<text x="{L - 6}" y="{py(t) + 4:.1f}" text-anchor="end">{escape(_fmt(t))}</text>')
+        out.append(
+            f'<line x1="{L - 4}" y1="{py(t):.1f}" x2="{L + pw}" y2="{py(t):.1f}" stroke="#eee"/>'
+            f'<text x="{L - 6}" y="{py(t) + 4:.1f}" text-anchor="end">{escape(_fmt(t))}</text>'
+        )
     out.append(f'<text x="{L + pw / 2}" y="{H - 8}" text-anchor="middle">{escape(x_label)}</text>')
     out.append(f'<text transform="translate(14 {T + ph / 2}) rotate(-90)" text-anchor="middle">{escape(y_label)}</text>')
     if hline is not None:
-        out.append(f'<line x1="{L}" y1="{py(hline):.1f}" x2="{L + pw}" y2="{py(hline):.1f}" stroke="#000" stroke-dasharray="5 4"/>'
-                   f'<text x="{L + pw - 4}" y="{py(hline) - 4:.1f}" text-anchor="end">{escape(hline_label)}</text>')
+        out.append(
+            f'<line x1="{L}" y1="{py(hline):.1f}" x2="{L + pw}" y2="{py(hline):.1f}" stroke="#000" stroke-dasharray="5 4"/>'
+            f'<text x="{L + pw - 4}" y="{py(hline) - 4:.1f}" text-anchor="end">{escape(hline_label)}</text>'
+        )
     for i, (label, sx, sy) in enumerate(series):
         color = PALETTE[i % len(PALETTE)]
         pts = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in zip(sx, sy) if math.isfinite(x) and math.isfinite(y))
@@ -71,14 +87,15 @@ def line_chart(series: Sequence[tuple[str, Sequence[float], Sequence[float]]], *
         if markers:
             out.extend(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="2.2" fill="{color}"/>' for x, y in zip(sx, sy) if math.isfinite(x) and math.isfinite(y))
         ly = T + 12 + 16 * i
-        out.append(f'<rect x="{W - R + 10}" y="{ly - 8}" width="10" height="10" fill="{color}"/>'
-                   f'<text x="{W - R + 24}" y="{ly + 1}">{escape(label[:24])}</text>')
+        out.append(
+            f'<rect x="{W - R + 10}" y="{ly - 8}" width="10" height="10" fill="{color}"/><text x="{W - R + 24}" y="{ly + 1}">{escape(label[:24])}</text>'
+        )
     out.append("</svg>")
     return Markup("".join(out))
 
 
 def _log_ticks(lo: float, hi: float) -> list[float]:
-    return [10.0 ** e for e in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1) if lo <= 10.0 ** e <= hi]
+    return [10.0**e for e in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1) if lo <= 10.0**e <= hi]
 
 
 def _si(v: float, unit: str) -> str:
@@ -88,8 +105,7 @@ def _si(v: float, unit: str) -> str:
     return f"{v:.3g} {unit}"
 
 
-def roofline_chart(points: Sequence[tuple[str, float, float]], ceilings: Sequence[tuple[str, float | None, float | None]], *,
-                   title: str = "") -> Markup:
+def roofline_chart(points: Sequence[tuple[str, float, float]], ceilings: Sequence[tuple[str, float | None, float | None]], *, title: str = "") -> Markup:
     """Log-log roofline: points (label, FLOP/byte, FLOP/s); ceilings (label,
     peak FLOP/s, memory bytes/s), each drawn as min(peak, bandwidth x intensity)."""
     pts = [(lab, x, y) for lab, x, y in points if x and y and x > 0 and y > 0 and math.isfinite(x) and math.isfinite(y)]
@@ -108,14 +124,20 @@ def roofline_chart(points: Sequence[tuple[str, float, float]], ceilings: Sequenc
     def py(y):
         return T + ph - (math.log10(y) - ly0) / (ly1 - ly0) * ph
 
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" class="chart" role="img" aria-label="{escape(title or "roofline")}">',
-           f'<rect x="{L}" y="{T}" width="{pw}" height="{ph}" fill="#fff" stroke="#999"/>']
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" class="chart" role="img" aria-label="{escape(title or "roofline")}">',
+        f'<rect x="{L}" y="{T}" width="{pw}" height="{ph}" fill="#fff" stroke="#999"/>',
+    ]
     for t in _log_ticks(x0, x1):
-        out.append(f'<line x1="{px(t):.1f}" y1="{T}" x2="{px(t):.1f}" y2="{T + ph + 4}" stroke="#eee"/>'
-                   f'<text x="{px(t):.1f}" y="{T + ph + 16}" text-anchor="middle">{escape(f"{t:g}")}</text>')
+        out.append(
+            f'<line x1="{px(t):.1f}" y1="{T}" x2="{px(t):.1f}" y2="{T + ph + 4}" stroke="#eee"/>'
+            f'<text x="{px(t):.1f}" y="{T + ph + 16}" text-anchor="middle">{escape(f"{t:g}")}</text>'
+        )
     for t in _log_ticks(y0, y1):
-        out.append(f'<line x1="{L - 4}" y1="{py(t):.1f}" x2="{L + pw}" y2="{py(t):.1f}" stroke="#eee"/>'
-                   f'<text x="{L - 6}" y="{py(t) + 4:.1f}" text-anchor="end">{escape(_si(t, "FLOP/s"))}</text>')
+        out.append(
+            f'<line x1="{L - 4}" y1="{py(t):.1f}" x2="{L + pw}" y2="{py(t):.1f}" stroke="#eee"/>'
+            f'<text x="{L - 6}" y="{py(t) + 4:.1f}" text-anchor="end">{escape(_si(t, "FLOP/s"))}</text>'
+        )
     out.append(f'<text x="{L + pw / 2}" y="{H - 8}" text-anchor="middle">arithmetic intensity (FLOP per byte of operand traffic)</text>')
     out.append(f'<text transform="translate(10 {T + ph / 2}) rotate(-90)" text-anchor="middle">achieved FLOP/s</text>')
     for label, peak, bw in ceilings:
@@ -124,15 +146,18 @@ def roofline_chart(points: Sequence[tuple[str, float, float]], ceilings: Sequenc
         roof = [(x, y) for x, y in roof if y0 <= y <= y1 * 10]
         if roof:
             line = " ".join(f"{px(x):.1f},{py(min(y, y1)):.1f}" for x, y in roof)
-            out.append(f'<polyline fill="none" stroke="#000" stroke-width="1.4" stroke-dasharray="6 3" points="{line}"><title>{escape(label)}</title></polyline>')
+            out.append(
+                f'<polyline fill="none" stroke="#000" stroke-width="1.4" stroke-dasharray="6 3" points="{line}"><title>{escape(label)}</title></polyline>'
+            )
             lx, ly = roof[-1]
             out.append(f'<text x="{px(lx) - 4:.1f}" y="{py(min(ly, y1)) - 5:.1f}" text-anchor="end">{escape(label[:60])}</text>')
     for i, (label, x, y) in enumerate(pts):
         color = PALETTE[i % len(PALETTE)]
-        out.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="4" fill="{color}"><title>{escape(label)}: {escape(_si(y, "FLOP/s"))} at {x:.3g} FLOP/byte</title></circle>')
+        out.append(
+            f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="4" fill="{color}"><title>{escape(label)}: {escape(_si(y, "FLOP/s"))} at {x:.3g} FLOP/byte</title></circle>'
+        )
         ly = T + 12 + 16 * i
-        out.append(f'<circle cx="{W - R + 15}" cy="{ly - 3}" r="4" fill="{color}"/>'
-                   f'<text x="{W - R + 24}" y="{ly + 1}">{escape(label[:24])}</text>')
+        out.append(f'<circle cx="{W - R + 15}" cy="{ly - 3}" r="4" fill="{color}"/><text x="{W - R + 24}" y="{ly + 1}">{escape(label[:24])}</text>')
     out.append("</svg>")
     return Markup("".join(out))
 
@@ -141,8 +166,7 @@ def roofline_chart(points: Sequence[tuple[str, float, float]], ceilings: Sequenc
 def _log_ticks_125(lo: float, hi: float) -> list[float]:
     """1-2-5 ticks of a logarithmic axis from lo to hi (both > 0)."""
     for mantissas in ((1, 2, 5), (1, 2, 3, 4, 5, 6, 7, 8, 9)):  # finer when the range spans less than a decade
-        ticks = [m * 10.0 ** k for k in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
-                 for m in mantissas if lo <= m * 10.0 ** k <= hi]
+        ticks = [m * 10.0**k for k in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1) for m in mantissas if lo <= m * 10.0**k <= hi]
         if len(ticks) >= 3:
             return ticks
     return ticks or [lo, hi]
@@ -162,27 +186,32 @@ class _Axis:
 
     def ticks(self) -> list[float]:
         if self.log:
-            return _log_ticks_125(10 ** self.lo, 10 ** self.hi)
+            return _log_ticks_125(10**self.lo, 10**self.hi)
         return _ticks(self.lo, self.hi)
 
 
 def _frame(x: _Axis, y: _Axis, *, x_label: str, y_label: str, title: str, width: int = W, right: int = R) -> list[str]:
     pw, ph = width - L - right, H - T - B
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {H}" class="chart" role="img" aria-label="{escape(title or y_label)}">',
-           f'<rect x="{L}" y="{T}" width="{pw}" height="{ph}" fill="#fff" stroke="#999"/>']
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {H}" class="chart" role="img" aria-label="{escape(title or y_label)}">',
+        f'<rect x="{L}" y="{T}" width="{pw}" height="{ph}" fill="#fff" stroke="#999"/>',
+    ]
     for t in x.ticks():
-        out.append(f'<line x1="{x(t):.1f}" y1="{T + ph}" x2="{x(t):.1f}" y2="{T + ph + 4}" stroke="#666"/>'
-                   f'<text x="{x(t):.1f}" y="{T + ph + 16}" text-anchor="middle">{escape(_fmt(t))}</text>')
+        out.append(
+            f'<line x1="{x(t):.1f}" y1="{T + ph}" x2="{x(t):.1f}" y2="{T + ph + 4}" stroke="#666"/>'
+            f'<text x="{x(t):.1f}" y="{T + ph + 16}" text-anchor="middle">{escape(_fmt(t))}</text>'
+        )
     for t in y.ticks():
-        out.append(f'<line x1="{L - 4}" y1="{y(t):.1f}" x2="{L + pw}" y2="{y(t):.1f}" stroke="#eee"/>'
-                   f'<text x="{L - 6}" y="{y(t) + 4:.1f}" text-anchor="end">{escape(_fmt(t))}</text>')
+        out.append(
+            f'<line x1="{L - 4}" y1="{y(t):.1f}" x2="{L + pw}" y2="{y(t):.1f}" stroke="#eee"/>'
+            f'<text x="{L - 6}" y="{y(t) + 4:.1f}" text-anchor="end">{escape(_fmt(t))}</text>'
+        )
     out.append(f'<text x="{L + pw / 2}" y="{H - 8}" text-anchor="middle">{escape(x_label)}</text>')
     out.append(f'<text transform="translate(14 {T + ph / 2}) rotate(-90)" text-anchor="middle">{escape(y_label)}</text>')
     return out
 
 
-def histogram(values: Sequence[float], *, x_label: str, marks: Sequence[tuple[str, float]] = (), bins: int = 40,
-              title: str = "", log_x: bool = True) -> Markup:
+def histogram(values: Sequence[float], *, x_label: str, marks: Sequence[tuple[str, float]] = (), bins: int = 40, title: str = "", log_x: bool = True) -> Markup:
     """Counts of ``values`` in ``bins`` bins (log-spaced when ``log_x``: latency
     tails span decades), with labelled vertical lines at ``marks`` (label, value)."""
     vals = [v for v in values if math.isfinite(v) and (v > 0 or not log_x)]
@@ -204,21 +233,26 @@ def histogram(values: Sequence[float], *, x_label: str, marks: Sequence[tuple[st
     out = _frame(x, y, x_label=x_label, y_label="items", title=title, width=width, right=right)
     for c, a, b in zip(counts, edges, edges[1:]):
         if c:
-            out.append(f'<rect x="{x(a):.1f}" y="{y(c):.1f}" width="{max(x(b) - x(a) - 0.5, 0.5):.1f}" height="{y(0) - y(c):.1f}" fill="{PALETTE[0]}">'
-                       f'<title>{escape(f"{c} items in [{_fmt(a)}, {_fmt(b)})")}</title></rect>')
+            out.append(
+                f'<rect x="{x(a):.1f}" y="{y(c):.1f}" width="{max(x(b) - x(a) - 0.5, 0.5):.1f}" height="{y(0) - y(c):.1f}" fill="{PALETTE[0]}">'
+                f"<title>{escape(f'{c} items in [{_fmt(a)}, {_fmt(b)})')}</title></rect>"
+            )
     for i, (label, v) in enumerate(marks):
         if math.isfinite(v) and lo <= v <= hi:
             color = PALETTE[(i + 1) % len(PALETTE)]
-            out.append(f'<line x1="{x(v):.1f}" y1="{T}" x2="{x(v):.1f}" y2="{y(0):.1f}" stroke="{color}" stroke-dasharray="4 3"/>'
-                       f'<text x="{x(v) + 3:.1f}" y="{T + 12 + 13 * i}" fill="{color}">{escape(label)}</text>')
+            out.append(
+                f'<line x1="{x(v):.1f}" y1="{T}" x2="{x(v):.1f}" y2="{y(0):.1f}" stroke="{color}" stroke-dasharray="4 3"/>'
+                f'<text x="{x(v) + 3:.1f}" y="{T + 12 + 13 * i}" fill="{color}">{escape(label)}</text>'
+            )
     if title:
         out.append(f'<text x="{L + 4}" y="{T - 6}">{escape(title)}</text>')
     out.append("</svg>")
     return Markup("".join(out))
 
 
-def scatter(points: Sequence[tuple[str, str, float, float]], *, x_label: str, y_label: str, title: str = "",
-            log_x: bool = False, log_y: bool = False) -> Markup:
+def scatter(
+    points: Sequence[tuple[str, str, float, float]], *, x_label: str, y_label: str, title: str = "", log_x: bool = False, log_y: bool = False
+) -> Markup:
     """points: (group, label, x, y); one colour per group (legend), ``label`` on hover."""
     pts = [p for p in points if math.isfinite(p[2]) and math.isfinite(p[3]) and (p[2] > 0 or not log_x) and (p[3] > 0 or not log_y)]
     if not pts:
@@ -237,11 +271,14 @@ def scatter(points: Sequence[tuple[str, str, float, float]], *, x_label: str, y_
     groups = list(dict.fromkeys(p[0] for p in pts))
     for group, label, px, py in pts:
         color = PALETTE[groups.index(group) % len(PALETTE)]
-        out.append(f'<circle cx="{x(px):.1f}" cy="{y(py):.1f}" r="4" fill="{color}" fill-opacity="0.8">'
-                   f'<title>{escape(f"{label} ({group}): {_fmt(px)}, {_fmt(py)}")}</title></circle>')
+        out.append(
+            f'<circle cx="{x(px):.1f}" cy="{y(py):.1f}" r="4" fill="{color}" fill-opacity="0.8">'
+            f"<title>{escape(f'{label} ({group}): {_fmt(px)}, {_fmt(py)}')}</title></circle>"
+        )
     for i, group in enumerate(groups):
         ly = T + 12 + 16 * i
-        out.append(f'<circle cx="{W - R + 15}" cy="{ly - 3}" r="4" fill="{PALETTE[i % len(PALETTE)]}"/>'
-                   f'<text x="{W - R + 24}" y="{ly + 1}">{escape(group[:24])}</text>')
+        out.append(
+            f'<circle cx="{W - R + 15}" cy="{ly - 3}" r="4" fill="{PALETTE[i % len(PALETTE)]}"/><text x="{W - R + 24}" y="{ly + 1}">{escape(group[:24])}</text>'
+        )
     out.append("</svg>")
     return Markup("".join(out))

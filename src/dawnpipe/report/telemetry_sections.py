@@ -29,8 +29,11 @@ def roofline_by_device(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             groups.setdefault(u["peak"]["device"], []).append(r)
     charts = []
     for device, mine in sorted(groups.items()):
-        points = [(_label(r), r["utilization"]["flops"]["arithmetic_intensity"], (r["utilization"]["achieved_tflops_median"] or 0) * 1e12)
-                  for r in mine if r["utilization"]["flops"].get("counted")]
+        points = [
+            (_label(r), r["utilization"]["flops"]["arithmetic_intensity"], (r["utilization"]["achieved_tflops_median"] or 0) * 1e12)
+            for r in mine
+            if r["utilization"]["flops"].get("counted")
+        ]
         ceilings, seen = [], set()
         for r in mine:
             p = r["utilization"]["peak"]
@@ -40,8 +43,13 @@ def roofline_by_device(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             seen.add(key)
             compute = f"{p['compute_tflops'] * 1e3:.3g} GFLOP/s" if p["compute_tflops"] else "compute unknown"
             memory = f"{p['memory_gbps']:.3g} GB/s" if p["memory_gbps"] else "memory unknown"
-            ceilings.append((f"{r['utilization']['precision']} peak: {compute}, {memory}", p["compute_tflops"] * 1e12 if p["compute_tflops"] else None,
-                             p["memory_gbps"] * 1e9 if p["memory_gbps"] else None))
+            ceilings.append(
+                (
+                    f"{r['utilization']['precision']} peak: {compute}, {memory}",
+                    p["compute_tflops"] * 1e12 if p["compute_tflops"] else None,
+                    p["memory_gbps"] * 1e9 if p["memory_gbps"] else None,
+                )
+            )
         sources = sorted({r["utilization"]["peak"]["source"] for r in mine})
         charts.append({"device": device, "chart": roofline_chart(points, ceilings, title=f"roofline: {device}"), "sources": sources})
     return charts
@@ -54,16 +62,30 @@ def energy_rows(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if not u:
             continue
         e, t = u["energy"], u["telemetry"]
-        rows.append({
-            "run": _label(r), "source": e["source"], "run_j": e["run_j"], "to_accuracy_j": e["energy_to_accuracy_j"],
-            "wall_to_accuracy_j": e["wall_energy_to_accuracy_j"], "reason": e["reason"],
-            "achieved_tflops": u["achieved_tflops_median"], "fraction_of_peak": u["fraction_of_peak_median"],
-            "flops_per_item": u["flops"].get("flops_per_item"), "intensity": u["flops"].get("arithmetic_intensity"),
-            "flops_reason": u["flops"].get("reason"), "peak_device": u["peak"]["device"], "peak_tflops": u["peak"]["compute_tflops"],
-            "precision": u["precision"], "cpu_pct": t.get("process_cpu_pct_mean"), "rss_mb": t.get("process_rss_mb_max"),
-            "gpus": t.get("gpus") or [], "samples": t.get("samples", 0), "interval_s": t.get("interval_s"),
-            "inference_energy_per_item_j": (u.get("inference_telemetry") or {}).get("energy_per_item_j"),
-        })
+        rows.append(
+            {
+                "run": _label(r),
+                "source": e["source"],
+                "run_j": e["run_j"],
+                "to_accuracy_j": e["energy_to_accuracy_j"],
+                "wall_to_accuracy_j": e["wall_energy_to_accuracy_j"],
+                "reason": e["reason"],
+                "achieved_tflops": u["achieved_tflops_median"],
+                "fraction_of_peak": u["fraction_of_peak_median"],
+                "flops_per_item": u["flops"].get("flops_per_item"),
+                "intensity": u["flops"].get("arithmetic_intensity"),
+                "flops_reason": u["flops"].get("reason"),
+                "peak_device": u["peak"]["device"],
+                "peak_tflops": u["peak"]["compute_tflops"],
+                "precision": u["precision"],
+                "cpu_pct": t.get("process_cpu_pct_mean"),
+                "rss_mb": t.get("process_rss_mb_max"),
+                "gpus": t.get("gpus") or [],
+                "samples": t.get("samples", 0),
+                "interval_s": t.get("interval_s"),
+                "inference_energy_per_item_j": (u.get("inference_telemetry") or {}).get("energy_per_item_j"),
+            }
+        )
         row = rows[-1]
         for key in ("run_j", "to_accuracy_j", "wall_to_accuracy_j", "inference_energy_per_item_j"):
             row[key + "_display"] = format_joules(row[key]) if row[key] is not None else "-"
@@ -103,19 +125,36 @@ def sensitivity_by_task(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 median = statistics.median(hours) if hours else None
                 tried = hours + [math.inf] * sum(g["status"] == "not reached" for g in cells)  # DNC: never, not "not counted"
                 rank = statistics.median(tried) if tried else None
-                table[entry][t] = {"median_hours": median, "display": format_hours(median) if median is not None else None,
-                                   "rank_hours": rank if rank is not None and math.isfinite(rank) else None,
-                                   "reached": len(hours), "runs": len(cells),
-                                   "status": "reached" if hours else ("not reached" if statuses == {"not reached"} else "not observed")}
+                table[entry][t] = {
+                    "median_hours": median,
+                    "display": format_hours(median) if median is not None else None,
+                    "rank_hours": rank if rank is not None and math.isfinite(rank) else None,
+                    "reached": len(hours),
+                    "runs": len(cells),
+                    "status": "reached" if hours else ("not reached" if statuses == {"not reached"} else "not observed"),
+                }
         official = task.threshold
         rows = []
         for entry in sorted(table):
-            wins = [t for t in ladder if len(table) > 1 and t < official and table[entry][t]["rank_hours"] is not None
-                    and table[entry][t]["rank_hours"] <= min(table[e][t]["rank_hours"] for e in table if table[e][t]["rank_hours"] is not None)]
+            wins = [
+                t
+                for t in ladder
+                if len(table) > 1
+                and t < official
+                and table[entry][t]["rank_hours"] is not None
+                and table[entry][t]["rank_hours"] <= min(table[e][t]["rank_hours"] for e in table if table[e][t]["rank_hours"] is not None)
+            ]
             at_official = table[entry].get(official, {}).get("status", "not observed")
-            rows.append({"entry": entry, "cells": [table[entry][t] for t in ladder], "wins_at": wins, "official": at_official,
-                         "flag": bool(wins) and at_official == "not reached",
-                         "unknown": bool(wins) and at_official == "not observed"})
+            rows.append(
+                {
+                    "entry": entry,
+                    "cells": [table[entry][t] for t in ladder],
+                    "wins_at": wins,
+                    "official": at_official,
+                    "flag": bool(wins) and at_official == "not reached",
+                    "unknown": bool(wins) and at_official == "not observed",
+                }
+            )
         max_hours = max((c["median_hours"] for row in rows for c in row["cells"] if c["median_hours"] is not None), default=0.0)
         label, factor = time_axis(max_hours or 1 / 3600)
         series = []
@@ -124,8 +163,13 @@ def sensitivity_by_task(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             name = row["entry"] + (" (never reaches official)" if row["flag"] else "")
             series.append((name, [p[0] for p in pts], [p[1] for p in pts]))
         span = (ladder[-1] - ladder[0]) or 1.0
-        chart = line_chart(series, x_label=f"threshold ({task.metric_label})", y_label=f"median {label}",
-                           title=f"{task.title}: time to accuracy against threshold", x_min=ladder[0] - 0.05 * span)
+        chart = line_chart(
+            series,
+            x_label=f"threshold ({task.metric_label})",
+            y_label=f"median {label}",
+            title=f"{task.title}: time to accuracy against threshold",
+            x_min=ladder[0] - 0.05 * span,
+        )
         out.append({"task": task, "ladder": ladder, "official": official, "rows": rows, "chart": chart})
     return out
 

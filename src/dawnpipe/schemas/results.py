@@ -8,8 +8,6 @@ that names the file, the column and the rows.
 
 from __future__ import annotations
 
-from typing import Optional
-
 import pandas as pd
 import pandera.pandas as pa
 from pandera.typing.pandas import Series
@@ -109,19 +107,19 @@ class LatencyResult(pa.DataFrameModel):
     entry: Series[str]
     seed: Series[int]
     task: Series[str]
-    model: Optional[Series[str]]
-    framework: Optional[Series[str]]
-    hardware: Optional[Series[str]]
+    model: Series[str] | None
+    framework: Series[str] | None
+    hardware: Series[str] | None
     backend: Series[str]
-    device: Optional[Series[str]]
-    precision: Optional[Series[str]]
+    device: Series[str] | None
+    precision: Series[str] | None
     threads: Series[int] = pa.Field(ge=1)
     items: Series[int] = pa.Field(gt=0)
     warmup_items: Series[int] = pa.Field(ge=0)
-    warmup_mean_ms: Optional[Series[float]] = pa.Field(ge=0, nullable=True)
+    warmup_mean_ms: Series[float] | None = pa.Field(ge=0, nullable=True)
     accuracy: Series[float] = pa.Field(ge=0, le=100)
-    threshold: Optional[Series[float]]
-    demo_threshold: Optional[Series[bool]]
+    threshold: Series[float] | None
+    demo_threshold: Series[bool] | None
     meets_threshold: Series[bool]
     latency_mean_ms: Series[float] = pa.Field(gt=0)
     latency_p50_ms: Series[float] = pa.Field(gt=0)

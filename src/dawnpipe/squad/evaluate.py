@@ -24,8 +24,9 @@ import re
 import string
 import sys
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import read_json
@@ -64,8 +65,7 @@ def best_over_ground_truths(metric, prediction: str, ground_truths: Iterable[str
 
 def score_answer(prediction: str, ground_truths: list[str]) -> tuple[float, float]:
     """(exact match, F1) of one answer, each 0 or 1 / in 0..1."""
-    return (best_over_ground_truths(exact_match_score, prediction, ground_truths),
-            best_over_ground_truths(f1_score, prediction, ground_truths))
+    return (best_over_ground_truths(exact_match_score, prediction, ground_truths), best_over_ground_truths(f1_score, prediction, ground_truths))
 
 
 def iter_questions(dataset: dict[str, Any], source: str) -> Iterator[tuple[str, str, str, list[dict[str, Any]]]]:
@@ -90,8 +90,12 @@ def iter_questions(dataset: dict[str, Any], source: str) -> Iterator[tuple[str, 
                 if not isinstance(answers, list) or not answers:
                     raise DawnpipeError(f"{source}: {qwhere} (id {qa['id']}): 'answers' must be a non-empty list (SQuAD v1.1 has no unanswerable questions)")
                 for n, answer in enumerate(answers):
-                    if not isinstance(answer, dict) or not isinstance(answer.get("text"), str) \
-                            or not isinstance(answer.get("answer_start"), int) or isinstance(answer.get("answer_start"), bool):
+                    if (
+                        not isinstance(answer, dict)
+                        or not isinstance(answer.get("text"), str)
+                        or not isinstance(answer.get("answer_start"), int)
+                        or isinstance(answer.get("answer_start"), bool)
+                    ):
                         raise DawnpipeError(f"{source}: {qwhere}.answers[{n}] (id {qa['id']}): expected 'text' (string) and 'answer_start' (integer)")
                 yield qa["id"], qa["question"], paragraph["context"], answers
 

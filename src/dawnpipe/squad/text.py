@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -66,7 +66,7 @@ def kept_size(counts: Sequence[int], max_size: int | None, min_count: int) -> in
     """How many ids (specials included) remain when keeping at most ``max_size``
     and only entries seen at least ``min_count`` times (``counts`` in id order,
     specials first with count 0)."""
-    n = len(SPECIALS) + sum(1 for c in counts[len(SPECIALS):] if c >= min_count)
+    n = len(SPECIALS) + sum(1 for c in counts[len(SPECIALS) :] if c >= min_count)
     return min(n, max_size) if max_size else n
 
 
@@ -88,10 +88,10 @@ class Vocabulary:
         get = self._char_ids.get
         for i, token in enumerate(tokens):
             ids = [get(c, UNK) for c in token[:MAX_CHARS]]
-            out[i, :len(ids)] = ids
+            out[i, : len(ids)] = ids
         return out
 
-    def truncated(self, n_words: int, n_chars: int) -> "Vocabulary":
+    def truncated(self, n_words: int, n_chars: int) -> Vocabulary:
         return Vocabulary(self.words[:n_words], self.chars[:n_chars])
 
 
@@ -119,9 +119,12 @@ def encode(vocab: Vocabulary, question: str, context: str) -> dict[str, np.ndarr
     c_tokens, c_spans = tokenize(context)
     q_tokens, _ = tokenize(question)
     return {
-        "c_words": vocab.word_ids(c_tokens), "c_chars": vocab.char_ids(c_tokens),
-        "c_feat": match_features(c_tokens, q_tokens), "c_spans": c_spans,
-        "q_words": vocab.word_ids(q_tokens), "q_chars": vocab.char_ids(q_tokens),
+        "c_words": vocab.word_ids(c_tokens),
+        "c_chars": vocab.char_ids(c_tokens),
+        "c_feat": match_features(c_tokens, q_tokens),
+        "c_spans": c_spans,
+        "q_words": vocab.word_ids(q_tokens),
+        "q_chars": vocab.char_ids(q_tokens),
     }
 
 
@@ -132,9 +135,12 @@ def pad_batch(examples: Sequence[dict[str, np.ndarray]]) -> dict[str, np.ndarray
     lc = max(1, max(len(e["c_words"]) for e in examples))
     lq = max(1, max(len(e["q_words"]) for e in examples))
     batch = {
-        "c_words": np.zeros((n, lc), dtype=np.int64), "c_chars": np.zeros((n, lc, MAX_CHARS), dtype=np.int64),
-        "c_feat": np.zeros((n, lc, N_MATCH_FEATURES), dtype=np.float32), "c_mask": np.ones((n, lc), dtype=bool),
-        "q_words": np.zeros((n, lq), dtype=np.int64), "q_chars": np.zeros((n, lq, MAX_CHARS), dtype=np.int64),
+        "c_words": np.zeros((n, lc), dtype=np.int64),
+        "c_chars": np.zeros((n, lc, MAX_CHARS), dtype=np.int64),
+        "c_feat": np.zeros((n, lc, N_MATCH_FEATURES), dtype=np.float32),
+        "c_mask": np.ones((n, lc), dtype=bool),
+        "q_words": np.zeros((n, lq), dtype=np.int64),
+        "q_chars": np.zeros((n, lq, MAX_CHARS), dtype=np.int64),
         "q_mask": np.ones((n, lq), dtype=bool),
     }
     for i, e in enumerate(examples):

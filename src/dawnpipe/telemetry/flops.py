@@ -22,8 +22,9 @@ not, which is what makes intensity depend on the batch size.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import write_json
@@ -91,7 +92,11 @@ def per_item(make_batch: Callable[[int], tuple[Any, Any]], model, batch_size: in
 def count_entry(entry: dict[str, Any], data: Path) -> dict[str, Any]:
     record: dict[str, Any] = {"entry": entry["id"], "task": entry["task"], "framework": entry["framework"], "model": entry["model"]}
     if entry["framework"] != "pytorch":
-        return {**record, "counted": False, "reason": f"FLOPs are counted for PyTorch entries only (torch.utils.flop_counter); this entry is {entry['framework']}"}
+        return {
+            **record,
+            "counted": False,
+            "reason": f"FLOPs are counted for PyTorch entries only (torch.utils.flop_counter); this entry is {entry['framework']}",
+        }
     from dawnpipe.tasks import get_task
 
     if get_task(entry["task"]).metric_column not in ("top1Accuracy", "top5Accuracy"):
@@ -122,11 +127,16 @@ def count_entry(entry: dict[str, Any], data: Path) -> dict[str, Any]:
 
     counts = per_item(make_batch, model, hp["batch_size"], hp["precision"])
     return {
-        **record, "counted": True, **counts, "batch_size": hp["batch_size"], "precision": hp["precision"],
-        "item_shape": [channels, *hw], "parameters": sum(p.numel() for p in model.parameters()),
+        **record,
+        "counted": True,
+        **counts,
+        "batch_size": hp["batch_size"],
+        "precision": hp["precision"],
+        "item_shape": [channels, *hw],
+        "parameters": sum(p.numel() for p in model.parameters()),
         "method": "torch.utils.flop_counter.FlopCounterMode (forward + backward; matmul/conv FLOPs); "
-                  "operand bytes of every ATen op; measured at batches "
-                  f"{COUNT_BATCHES[0]} and {COUNT_BATCHES[1]} on the CPU, extrapolated to batch {hp['batch_size']}",
+        "operand bytes of every ATen op; measured at batches "
+        f"{COUNT_BATCHES[0]} and {COUNT_BATCHES[1]} on the CPU, extrapolated to batch {hp['batch_size']}",
         "torch_version": torch.__version__,
     }
 
@@ -144,9 +154,11 @@ def run(args) -> int:
     record = count_entry(entry, args.data)
     write_json(args.out, record)
     if record["counted"]:
-        print(f"flops: {entry['id']}: {record['flops_per_item'] / 1e6:.1f} MFLOP per item (forward + backward), "
-              f"{record['bytes_per_item'] / 1e6:.2f} MB operand traffic, intensity {record['arithmetic_intensity']:.1f} FLOP/byte "
-              f"at batch {record['batch_size']} ({record['precision']})")
+        print(
+            f"flops: {entry['id']}: {record['flops_per_item'] / 1e6:.1f} MFLOP per item (forward + backward), "
+            f"{record['bytes_per_item'] / 1e6:.2f} MB operand traffic, intensity {record['arithmetic_intensity']:.1f} FLOP/byte "
+            f"at batch {record['batch_size']} ({record['precision']})"
+        )
     else:
         print(f"flops: {entry['id']}: not counted: {record['reason']}")
     return 0

@@ -96,17 +96,21 @@ class NvmlGpus:
             mem = self._call(n.nvmlDeviceGetMemoryInfo, g.handle)
             power_mw = self._call(n.nvmlDeviceGetPowerUsage, g.handle)
             energy_mj = self._call(n.nvmlDeviceGetTotalEnergyConsumption, g.handle) if g.energy_start_mj is not None else None
-            rows.append({
-                "device": g.device, "kind": "gpu", "name": g.name,
-                "utilization_pct": _num(util.gpu if util is not None else None),
-                "memory_utilization_pct": _num(util.memory if util is not None else None),
-                "memory_used_mb": _num(mem.used / 2**20 if mem is not None else None),
-                "power_w": _num(power_mw / 1000.0 if power_mw is not None else None),
-                "energy_j": _num((energy_mj - g.energy_start_mj) / 1000.0 if energy_mj is not None else None),
-                "sm_clock_mhz": _num(self._call(n.nvmlDeviceGetClockInfo, g.handle, n.NVML_CLOCK_SM)),
-                "memory_clock_mhz": _num(self._call(n.nvmlDeviceGetClockInfo, g.handle, n.NVML_CLOCK_MEM)),
-                "temperature_c": _num(self._call(n.nvmlDeviceGetTemperature, g.handle, n.NVML_TEMPERATURE_GPU)),
-            })
+            rows.append(
+                {
+                    "device": g.device,
+                    "kind": "gpu",
+                    "name": g.name,
+                    "utilization_pct": _num(util.gpu if util is not None else None),
+                    "memory_utilization_pct": _num(util.memory if util is not None else None),
+                    "memory_used_mb": _num(mem.used / 2**20 if mem is not None else None),
+                    "power_w": _num(power_mw / 1000.0 if power_mw is not None else None),
+                    "energy_j": _num((energy_mj - g.energy_start_mj) / 1000.0 if energy_mj is not None else None),
+                    "sm_clock_mhz": _num(self._call(n.nvmlDeviceGetClockInfo, g.handle, n.NVML_CLOCK_SM)),
+                    "memory_clock_mhz": _num(self._call(n.nvmlDeviceGetClockInfo, g.handle, n.NVML_CLOCK_MEM)),
+                    "temperature_c": _num(self._call(n.nvmlDeviceGetTemperature, g.handle, n.NVML_TEMPERATURE_GPU)),
+                }
+            )
         return rows
 
     def close(self) -> None:

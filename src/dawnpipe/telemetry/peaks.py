@@ -14,8 +14,9 @@ from __future__ import annotations
 import functools
 import os
 import time
+from collections.abc import Callable
 from importlib import resources
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 
@@ -55,8 +56,7 @@ def _best_rate(step: Callable[[], None], work: float, seconds: float) -> tuple[f
     return best, n
 
 
-def probe_cpu(framework: str, precisions: tuple[str, ...] = ("fp32",), *, size: int = 1024, seconds: float = 0.4,
-              copy_mb: int = 128) -> dict[str, Any]:
+def probe_cpu(framework: str, precisions: tuple[str, ...] = ("fp32",), *, size: int = 1024, seconds: float = 0.4, copy_mb: int = 128) -> dict[str, Any]:
     """Measured CPU ceilings: matrix-multiply TFLOP/s per precision and copy GB/s.
 
     ``framework`` pytorch uses torch (the thread count the run set); anything
@@ -73,7 +73,7 @@ def probe_cpu(framework: str, precisions: tuple[str, ...] = ("fp32",), *, size: 
             a, b = torch.randn(size, size).to(dtype), torch.randn(size, size).to(dtype)
             out = torch.empty(size, size, dtype=dtype)
             try:
-                rates[p] = _best_rate(lambda: torch.mm(a, b, out=out), flops, seconds)[0] / 1e12
+                rates[p] = _best_rate(lambda a=a, b=b, out=out: torch.mm(a, b, out=out), flops, seconds)[0] / 1e12
             except RuntimeError:  # a dtype this CPU build cannot multiply
                 rates[p] = None
         src, dst = torch.ones(elems), torch.empty(elems)
@@ -89,12 +89,14 @@ def probe_cpu(framework: str, precisions: tuple[str, ...] = ("fp32",), *, size: 
                 continue
             a, b = np.random.rand(size, size).astype(np.float32), np.random.rand(size, size).astype(np.float32)
             out = np.empty((size, size), dtype=np.float32)
-            rates[p] = _best_rate(lambda: np.matmul(a, b, out=out), flops, seconds)[0] / 1e12
+            rates[p] = _best_rate(lambda a=a, b=b, out=out: np.matmul(a, b, out=out), flops, seconds)[0] / 1e12
         src, dst = np.ones(elems, dtype=np.float32), np.empty(elems, dtype=np.float32)
         copy = _best_rate(lambda: np.copyto(dst, src), 2.0 * elems * 4, seconds)[0]
         method = f"numpy.matmul {size}x{size} (framework {framework}), best of repeated runs in {seconds:g} s; numpy copy of {copy_mb} MB"
     return {
-        "kind": "measured", "method": method, "threads": threads,
+        "kind": "measured",
+        "method": method,
+        "threads": threads,
         **{f"{p}_tflops": rates.get(p) for p in PRECISIONS if p in rates},
         "memory_gbps": copy / 1e9,
         "load_average_1m": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
@@ -114,12 +116,27 @@ def device_peak(environment: dict[str, Any], telemetry: dict[str, Any] | None, p
         name = gpus[0] if gpus else "unknown GPU"
         row = gpu_peak(name)
         if row is None:
-            return {"device": name, "compute_tflops": None, "memory_gbps": None, "devices": count,
-                    "source": f"{name!r} is not in dawnpipe/telemetry/peaks.yaml"}
+            return {
+                "device": name,
+                "compute_tflops": None,
+                "memory_gbps": None,
+                "devices": count,
+                "source": f"{name!r} is not in dawnpipe/telemetry/peaks.yaml",
+            }
         rate = row.get(precision)
-        return {"device": row["device"], "compute_tflops": rate * count if rate is not None else None,
-                "memory_gbps": row["memory_gbps"] * count, "devices": count, "source": row["source"]}
+        return {
+            "device": row["device"],
+            "compute_tflops": rate * count if rate is not None else None,
+            "memory_gbps": row["memory_gbps"] * count,
+            "devices": count,
+            "source": row["source"],
+        }
     probe = (telemetry or {}).get("cpu_peak") or {}
     rate = probe.get(f"{precision}_tflops")
-    return {"device": environment.get("cpu_model", "CPU"), "compute_tflops": rate, "memory_gbps": probe.get("memory_gbps"),
-            "devices": 1, "source": f"measured on the machine: {probe['method']}" if probe else "no CPU probe in run.json"}
+    return {
+        "device": environment.get("cpu_model", "CPU"),
+        "compute_tflops": rate,
+        "memory_gbps": probe.get("memory_gbps"),
+        "devices": 1,
+        "source": f"measured on the machine: {probe['method']}" if probe else "no CPU probe in run.json",
+    }

@@ -25,8 +25,9 @@ import math
 import os
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import psutil
 
@@ -34,15 +35,35 @@ from dawnpipe.telemetry import rapl
 from dawnpipe.telemetry.nvml import NvmlGpus
 
 COLUMNS = [
-    "t_s", "unix_time", "device", "kind", "name", "utilization_pct", "memory_utilization_pct", "memory_used_mb",
-    "power_w", "energy_j", "sm_clock_mhz", "memory_clock_mhz", "temperature_c",
+    "t_s",
+    "unix_time",
+    "device",
+    "kind",
+    "name",
+    "utilization_pct",
+    "memory_utilization_pct",
+    "memory_used_mb",
+    "power_w",
+    "energy_j",
+    "sm_clock_mhz",
+    "memory_clock_mhz",
+    "temperature_c",
 ]
 _ACTIVE: Sampler | None = None
 
 
 class Sampler:
-    def __init__(self, path: str | os.PathLike | None, interval_s: float = 1.0, *, partial_path: str | os.PathLike | None = None,
-                 nvml=None, powercap: Path = rapl.POWERCAP, pid: int | None = None, visible_gpus: str | None = None):
+    def __init__(
+        self,
+        path: str | os.PathLike | None,
+        interval_s: float = 1.0,
+        *,
+        partial_path: str | os.PathLike | None = None,
+        nvml=None,
+        powercap: Path = rapl.POWERCAP,
+        pid: int | None = None,
+        visible_gpus: str | None = None,
+    ):
         if not interval_s > 0:
             raise ValueError(f"telemetry interval must be > 0 seconds, got {interval_s}")
         self.path = Path(path) if path is not None else None
@@ -118,7 +139,7 @@ class Sampler:
             if self._gpus is not None:
                 rows += self._gpus.sample()
             rows += [self._rapl_row(z) for z in self._zones]
-        except Exception as e:  # noqa: BLE001 - telemetry must never end the run
+        except Exception as e:
             self.error = f"sampling stopped after {self.ticks} samples: {type(e).__name__}: {e}"
             return
         with self._lock:
@@ -132,8 +153,7 @@ class Sampler:
         with p.oneshot():
             cpu = p.cpu_percent(None)
             rss = p.memory_info().rss
-        return {"device": "process", "kind": "process", "name": f"pid {p.pid}", "utilization_pct": float(cpu),
-                "memory_used_mb": rss / 2**20}
+        return {"device": "process", "kind": "process", "name": f"pid {p.pid}", "utilization_pct": float(cpu), "memory_used_mb": rss / 2**20}
 
     def _rapl_row(self, zone: rapl.RaplZone) -> dict[str, Any]:
         return {"device": zone.device, "kind": "rapl", "name": zone.name, "energy_j": zone.read()}
@@ -232,5 +252,12 @@ def summary_of(sampler: Sampler | None, interval_s: float | None) -> dict[str, A
 
 
 def disabled_summary(interval_s: float | None) -> dict[str, Any]:
-    return {"file": None, "interval_s": interval_s or 0.0, "samples": 0, "energy_source": "none",
-            "outcome": "off", "reason": sampling_disabled_reason(interval_s), "training_clock_origin_s": None}
+    return {
+        "file": None,
+        "interval_s": interval_s or 0.0,
+        "samples": 0,
+        "energy_source": "none",
+        "outcome": "off",
+        "reason": sampling_disabled_reason(interval_s),
+        "training_clock_origin_s": None,
+    }

@@ -16,8 +16,9 @@ higher rungs, which are then "not observed".
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from dawnpipe.argtypes import add_task_options, task_option
 from dawnpipe.errors import DawnpipeError
@@ -34,8 +35,9 @@ def ladder_for(task, override: Sequence[float] | None, run_threshold: float) -> 
     return sorted({float(t) for t in rungs} | {float(task.threshold), float(run_threshold)})
 
 
-def rungs(epochs: Sequence[float], hours: Sequence[float], metric: Sequence[float], ladder: Sequence[float], *,
-          run_threshold: float, stopped_early: bool) -> list[dict[str, Any]]:
+def rungs(
+    epochs: Sequence[float], hours: Sequence[float], metric: Sequence[float], ladder: Sequence[float], *, run_threshold: float, stopped_early: bool
+) -> list[dict[str, Any]]:
     """Per threshold: status, epoch and training hours of the first epoch at or above it."""
     out = []
     own = time_to_accuracy(epochs, hours, metric, run_threshold)
@@ -67,12 +69,18 @@ def sensitivity(tsv: Path, run_json: Path, ladder: Sequence[float] | None = None
         if not 0 <= t <= task.metric_max:
             raise DawnpipeError(f"sensitivity ladder of {task.name}: threshold {t:g} is outside 0..{task.metric_max:g} ({task.metric_scale})")
     return {
-        "entry": run["entry"], "seed": int(run["seed"]), "task": task.name, "metric": task.metric_column,
-        "official_threshold": float(task.threshold), "run_threshold": float(run["threshold"]),
-        "demo_threshold": bool(run["demo_threshold"]), "stopped_at_threshold": stopped,
+        "entry": run["entry"],
+        "seed": int(run["seed"]),
+        "task": task.name,
+        "metric": task.metric_column,
+        "official_threshold": float(task.threshold),
+        "run_threshold": float(run["threshold"]),
+        "demo_threshold": bool(run["demo_threshold"]),
+        "stopped_at_threshold": stopped,
         "epochs_run": float(log["epoch"].iloc[-1]),
-        "rungs": rungs(log["epoch"].tolist(), log["hours"].tolist(), log[task.metric_column].tolist(), ladder,
-                       run_threshold=float(run["threshold"]), stopped_early=stopped),
+        "rungs": rungs(
+            log["epoch"].tolist(), log["hours"].tolist(), log[task.metric_column].tolist(), ladder, run_threshold=float(run["threshold"]), stopped_early=stopped
+        ),
     }
 
 
@@ -88,7 +96,8 @@ def run(args) -> int:
     ladder = args.ladder or task_option(args, "ladder_for", read_run_info(args.run_json)["task"])
     record = sensitivity(args.tsv, args.run_json, ladder)
     write_json(args.out, record)
-    parts = [f"{r['threshold']:g}: " + (f"{r['hours'] * 3600:.1f} s (epoch {r['epoch']:g})" if r["status"] == REACHED else r["status"])
-             for r in record["rungs"]]
+    parts = [
+        f"{r['threshold']:g}: " + (f"{r['hours'] * 3600:.1f} s (epoch {r['epoch']:g})" if r["status"] == REACHED else r["status"]) for r in record["rungs"]
+    ]
     print(f"sensitivity: {record['entry']} seed {record['seed']}: " + "; ".join(parts))
     return 0

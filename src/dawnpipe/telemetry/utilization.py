@@ -48,10 +48,24 @@ def telemetry_summary(samples: pd.DataFrame | None) -> dict[str, Any]:
         out["process_rss_mb_max"] = float(proc["memory_used_mb"].max())
     gpu = samples[samples["kind"] == "gpu"]
     if not gpu.empty:
-        per = gpu.groupby("device").agg(util=("utilization_pct", "mean"), mem=("memory_used_mb", "max"), power=("power_w", "mean"),
-                                        temp=("temperature_c", "max"), sm=("sm_clock_mhz", "mean"))
-        out["gpus"] = [{"device": d, "utilization_pct_mean": _f(r.util), "memory_used_mb_max": _f(r.mem), "power_w_mean": _f(r.power),
-                        "temperature_c_max": _f(r.temp), "sm_clock_mhz_mean": _f(r.sm)} for d, r in per.iterrows()]
+        per = gpu.groupby("device").agg(
+            util=("utilization_pct", "mean"),
+            mem=("memory_used_mb", "max"),
+            power=("power_w", "mean"),
+            temp=("temperature_c", "max"),
+            sm=("sm_clock_mhz", "mean"),
+        )
+        out["gpus"] = [
+            {
+                "device": d,
+                "utilization_pct_mean": _f(r.util),
+                "memory_used_mb_max": _f(r.mem),
+                "power_w_mean": _f(r.power),
+                "temperature_c_max": _f(r.temp),
+                "sm_clock_mhz_mean": _f(r.sm),
+            }
+            for d, r in per.iterrows()
+        ]
     m = en.meter(samples)
     out["energy_j"] = m.total if m is not None else None
     out["energy_source"] = m.source if m is not None else "none"
@@ -62,8 +76,14 @@ def _f(x) -> float | None:
     return en.finite_or_none(float(x)) if x is not None else None
 
 
-def utilization(log: pd.DataFrame, run: dict[str, Any], flops: dict[str, Any], samples: pd.DataFrame | None,
-                inference_samples: pd.DataFrame | None = None, inference_items: int | None = None) -> dict[str, Any]:
+def utilization(
+    log: pd.DataFrame,
+    run: dict[str, Any],
+    flops: dict[str, Any],
+    samples: pd.DataFrame | None,
+    inference_samples: pd.DataFrame | None = None,
+    inference_items: int | None = None,
+) -> dict[str, Any]:
     task = get_task(run["task"])
     hp = run["settings"]["entry"]["hyperparameters"]
     tele = run.get("telemetry") or {}
@@ -80,20 +100,32 @@ def utilization(log: pd.DataFrame, run: dict[str, Any], flops: dict[str, Any], s
     for i, row in enumerate(log.itertuples(index=False)):
         seconds = float(row.epoch_train_seconds)
         achieved = flops["flops_per_item"] * float(row.items_per_second) / 1e12 if counted else None
-        epochs.append({
-            "epoch": float(row.epoch), "train_seconds": seconds, "items_per_second": float(row.items_per_second),
-            "achieved_tflops": achieved,
-            "fraction_of_peak": achieved / peak["compute_tflops"] if achieved is not None and peak["compute_tflops"] else None,
-            "energy_j": joules[i], "mean_power_w": joules[i] / seconds if joules[i] is not None and seconds > 0 else None,
-            "utilization_pct_mean": util[i],
-        })
+        epochs.append(
+            {
+                "epoch": float(row.epoch),
+                "train_seconds": seconds,
+                "items_per_second": float(row.items_per_second),
+                "achieved_tflops": achieved,
+                "fraction_of_peak": achieved / peak["compute_tflops"] if achieved is not None and peak["compute_tflops"] else None,
+                "energy_j": joules[i],
+                "mean_power_w": joules[i] / seconds if joules[i] is not None and seconds > 0 else None,
+                "utilization_pct_mean": util[i],
+            }
+        )
     achieved_all = [e["achieved_tflops"] for e in epochs if e["achieved_tflops"] is not None]
     fractions = [e["fraction_of_peak"] for e in epochs if e["fraction_of_peak"] is not None]
 
     tta = time_to_accuracy(log["epoch"].tolist(), log["hours"].tolist(), log[task.metric_column].tolist(), run["threshold"])
-    energy: dict[str, Any] = {"source": m.source if m is not None else "none", "devices": list(m.devices) if m is not None else [],
-                              "run_j": m.total if m is not None else None, "reached": tta.reached, "threshold_epoch": tta.epoch,
-                              "energy_to_accuracy_j": None, "wall_energy_to_accuracy_j": None, "reason": None}
+    energy: dict[str, Any] = {
+        "source": m.source if m is not None else "none",
+        "devices": list(m.devices) if m is not None else [],
+        "run_j": m.total if m is not None else None,
+        "reached": tta.reached,
+        "threshold_epoch": tta.epoch,
+        "energy_to_accuracy_j": None,
+        "wall_energy_to_accuracy_j": None,
+        "reason": None,
+    }
     if m is None:
         energy["reason"] = _no_meter_reason(tele)
     elif not tta.reached:
@@ -106,16 +138,26 @@ def utilization(log: pd.DataFrame, run: dict[str, Any], flops: dict[str, Any], s
             energy["reason"] = "the samples do not cover every epoch up to the threshold (a resumed run keeps only its last part)"
 
     record = {
-        "entry": run["entry"], "seed": int(run["seed"]), "task": task.name, "framework": run["framework"],
-        "precision": hp["precision"], "threshold": float(run["threshold"]), "demo_threshold": bool(run["demo_threshold"]),
+        "entry": run["entry"],
+        "seed": int(run["seed"]),
+        "task": task.name,
+        "framework": run["framework"],
+        "precision": hp["precision"],
+        "threshold": float(run["threshold"]),
+        "demo_threshold": bool(run["demo_threshold"]),
         "peak": peak,
         "flops": {k: flops.get(k) for k in ("counted", "reason", "flops_per_item", "bytes_per_item", "arithmetic_intensity", "batch_size", "method")},
         "achieved_tflops_median": statistics.median(achieved_all) if achieved_all else None,
         "fraction_of_peak_median": statistics.median(fractions) if fractions else None,
         "epochs": epochs,
         "energy": energy,
-        "telemetry": {**telemetry_summary(samples), "interval_s": tele.get("interval_s"), "sources": tele.get("sources", {}),
-                      "outcome": tele.get("outcome"), "error": tele.get("error")},
+        "telemetry": {
+            **telemetry_summary(samples),
+            "interval_s": tele.get("interval_s"),
+            "sources": tele.get("sources", {}),
+            "outcome": tele.get("outcome"),
+            "error": tele.get("error"),
+        },
     }
     if inference_samples is not None:
         inf = telemetry_summary(inference_samples)
@@ -145,14 +187,17 @@ def configure(p) -> None:
 def run(args) -> int:
     run_info = read_run_info(args.run_json)
     items = read_json(args.latency_json)["items"] if args.latency_json else None
-    record = utilization(pd.read_parquet(args.log_parquet), run_info, read_json(args.flops), read_samples(args.telemetry),
-                         read_samples(args.inference_telemetry), items)
+    record = utilization(
+        pd.read_parquet(args.log_parquet), run_info, read_json(args.flops), read_samples(args.telemetry), read_samples(args.inference_telemetry), items
+    )
     write_json(args.out, record)
     e, med = record["energy"], record["achieved_tflops_median"]
     frac = record["fraction_of_peak_median"]
-    print(f"utilization: {record['entry']} seed {record['seed']}: "
-          + (f"{med * 1e3:.2f} GFLOP/s median achieved" if med is not None else f"FLOPs not counted ({record['flops']['reason']})")
-          + (f", {100 * frac:.1f}% of peak ({record['peak']['device']})" if frac is not None else f", peak unknown ({record['peak']['source']})")
-          + "; energy: " + (f"{e['energy_to_accuracy_j']:.1f} J to accuracy ({e['source']})" if e["energy_to_accuracy_j"] is not None
-                            else f"not measured ({e['reason']})"))
+    print(
+        f"utilization: {record['entry']} seed {record['seed']}: "
+        + (f"{med * 1e3:.2f} GFLOP/s median achieved" if med is not None else f"FLOPs not counted ({record['flops']['reason']})")
+        + (f", {100 * frac:.1f}% of peak ({record['peak']['device']})" if frac is not None else f", peak unknown ({record['peak']['source']})")
+        + "; energy: "
+        + (f"{e['energy_to_accuracy_j']:.1f} J to accuracy ({e['source']})" if e["energy_to_accuracy_j"] is not None else f"not measured ({e['reason']})")
+    )
     return 0

@@ -83,8 +83,12 @@ def settings_from_args(args) -> dict:
     task = get_task(entry["task"])
     threshold = args.threshold if args.threshold is not None else task_option(args, "threshold_for", task.name)
     return run_settings(
-        entry, seed=args.seed, threshold=task.threshold if threshold is None else threshold,
-        official_threshold=task.threshold, train_limit=args.train_limit, test_limit=args.test_limit,
+        entry,
+        seed=args.seed,
+        threshold=task.threshold if threshold is None else threshold,
+        official_threshold=task.threshold,
+        train_limit=args.train_limit,
+        test_limit=args.test_limit,
         stop_at_threshold=args.stop_at_threshold,
     )
 
@@ -97,8 +101,10 @@ def run(args) -> int:
     rank = SINGLE
     if layout.world_size > 1:
         if entry["framework"] != "pytorch" or get_task(entry["task"]).data.get("kind") == "squad":
-            raise DawnpipeError(f"{args.entry}: distributed: data-parallel training is implemented for the PyTorch image trainer only; "
-                                "a TensorFlow or SQuAD entry runs in one process (distributed: {nodes: 1, processes_per_node: 1})")
+            raise DawnpipeError(
+                f"{args.entry}: distributed: data-parallel training is implemented for the PyTorch image trainer only; "
+                "a TensorFlow or SQuAD entry runs in one process (distributed: {nodes: 1, processes_per_node: 1})"
+            )
         rank = rank_from_env(os.environ, layout.world_size)
     if rank is None or rank.is_main:  # once: in the launcher, or in the process that trains alone
         check_entry(trainer, args.entry, entry)
@@ -114,25 +120,40 @@ def run(args) -> int:
     if not rank.is_main:  # rank 0 samples the node's telemetry and writes every output
         train(settings, data, outputs, threads=args.threads, resume=not args.no_resume, **extra)
         return 0
-    with telemetry.sampling(args.telemetry or args.run_json.parent / "telemetry.parquet", args.telemetry_interval,
-                            partial_path=work_dir / "telemetry.partial.parquet") as sampler:
+    with telemetry.sampling(
+        args.telemetry or args.run_json.parent / "telemetry.parquet", args.telemetry_interval, partial_path=work_dir / "telemetry.partial.parquet"
+    ) as sampler:
         summary = train(settings, data, outputs, threads=args.threads, resume=not args.no_resume, **extra)
     environment = {**base_environment(), **summary.pop("environment")}
-    telemetry_record = telemetry.run_record(sampler, args.telemetry_interval, framework=entry["framework"],
-                                            environment=environment, precision=entry["hyperparameters"]["precision"])
-    write_json(args.run_json, {
-        "entry": entry["id"], "seed": settings["seed"], "task": entry["task"], "framework": entry["framework"],
-        "model": entry["model"],
-        # the leaderboard's hardware column: the priced tag, with the process layout when there are several
-        "hardware": hardware_tag(entry["hardware"], layout), "hardware_price_tag": entry["hardware"],
-        "world_size": layout.world_size, "nodes": layout.nodes,
-        "threshold": settings["threshold"], "official_threshold": settings["official_threshold"],
-        "demo_threshold": settings["demo_threshold"],
-        "config_hash": config_hash(settings),
-        "data_manifest_sha256": _manifest_hash(data),
-        "started": started, "finished": now_iso(),
-        "result": summary, "environment": environment, "settings": settings, "telemetry": telemetry_record,
-    })
+    telemetry_record = telemetry.run_record(
+        sampler, args.telemetry_interval, framework=entry["framework"], environment=environment, precision=entry["hyperparameters"]["precision"]
+    )
+    write_json(
+        args.run_json,
+        {
+            "entry": entry["id"],
+            "seed": settings["seed"],
+            "task": entry["task"],
+            "framework": entry["framework"],
+            "model": entry["model"],
+            # the leaderboard's hardware column: the priced tag, with the process layout when there are several
+            "hardware": hardware_tag(entry["hardware"], layout),
+            "hardware_price_tag": entry["hardware"],
+            "world_size": layout.world_size,
+            "nodes": layout.nodes,
+            "threshold": settings["threshold"],
+            "official_threshold": settings["official_threshold"],
+            "demo_threshold": settings["demo_threshold"],
+            "config_hash": config_hash(settings),
+            "data_manifest_sha256": _manifest_hash(data),
+            "started": started,
+            "finished": now_iso(),
+            "result": summary,
+            "environment": environment,
+            "settings": settings,
+            "telemetry": telemetry_record,
+        },
+    )
     shutil.rmtree(work_dir, ignore_errors=True)  # resume state is only for unfinished runs
     return 0
 

@@ -18,8 +18,8 @@ The trainer indexes both the same way (``images[index]``, ``images[a:b]``,
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Iterator
 
 import numpy as np
 import torch
@@ -77,11 +77,11 @@ def epoch_batches(images, labels: torch.Tensor, perm: torch.Tensor, batch: int, 
     if not isinstance(images, DeviceImages):
         perm = perm.to(images.device)
         for step in range(steps):
-            idx = perm[step * batch:(step + 1) * batch]
+            idx = perm[step * batch : (step + 1) * batch]
             yield images[idx], labels[idx]
         return
     order = perm.numpy()
-    index = [order[step * batch:(step + 1) * batch] for step in range(steps)]
+    index = [order[step * batch : (step + 1) * batch] for step in range(steps)]
     pending = [images.pool.submit(images.gather, index[s]) for s in range(min(PREFETCH, steps))]
     for step in range(steps):
         x = pending[step].result()

@@ -36,8 +36,9 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from dawnpipe.errors import DawnpipeError
 
@@ -54,7 +55,7 @@ class Layout:
         return self.nodes * self.processes_per_node
 
     @classmethod
-    def of(cls, entry: Mapping[str, Any]) -> "Layout":
+    def of(cls, entry: Mapping[str, Any]) -> Layout:
         d = entry.get("distributed") or {}
         return cls(int(d.get("nodes", 1)), int(d.get("processes_per_node", 1)))
 
@@ -117,16 +118,22 @@ def launch_command(layout: Layout, args: Sequence[str], env: Mapping[str, str], 
             raise DawnpipeError("SLURM_JOB_ID is set but srun is not on PATH; cannot start the ranks inside this allocation")
         # Every option explicit: the Slurm plugin strips the allocation's SLURM_*
         # variables (task counts, cpus per task) before running the rule's command.
-        cmd = ["srun", f"--ntasks={layout.world_size}", f"--nodes={layout.nodes}",
-               f"--ntasks-per-node={layout.processes_per_node}", *([f"--cpus-per-task={threads}"] if threads else []),
-               "--kill-on-bad-exit=1",  # one rank failing ends the others instead of leaving them in a collective
-               *module]
+        cmd = [
+            "srun",
+            f"--ntasks={layout.world_size}",
+            f"--nodes={layout.nodes}",
+            f"--ntasks-per-node={layout.processes_per_node}",
+            *([f"--cpus-per-task={threads}"] if threads else []),
+            "--kill-on-bad-exit=1",  # one rank failing ends the others instead of leaving them in a collective
+            *module,
+        ]
         return cmd, {"MASTER_ADDR": first_node(env), "MASTER_PORT": str(free_port())}
     if layout.nodes > 1:
-        raise DawnpipeError(f"distributed.nodes is {layout.nodes}: more than one node needs a Slurm allocation "
-                            "(run through `snakemake --profile profiles/slurm`, or inside sbatch/salloc)")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={layout.processes_per_node}",
-           "-m", "dawnpipe", *args]
+        raise DawnpipeError(
+            f"distributed.nodes is {layout.nodes}: more than one node needs a Slurm allocation "
+            "(run through `snakemake --profile profiles/slurm`, or inside sbatch/salloc)"
+        )
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={layout.processes_per_node}", "-m", "dawnpipe", *args]
     # torchrun would otherwise set 1 (with a banner); the trainer sets --threads itself anyway
     return cmd, {"OMP_NUM_THREADS": str(threads or 1)}
 
@@ -198,8 +205,7 @@ def init(rank: Rank, device_type: str) -> Rank:
         env["MASTER_ADDR"] = first_node(env)
         env["MASTER_PORT"] = str(20000 + int(env.get("SLURM_JOB_ID", "0")) % 20000)
     backend = "nccl" if device_type == "cuda" else "gloo"
-    dist.init_process_group(backend, init_method="env://", rank=rank.rank, world_size=rank.world_size,
-                            timeout=dt.timedelta(minutes=30))
+    dist.init_process_group(backend, init_method="env://", rank=rank.rank, world_size=rank.world_size, timeout=dt.timedelta(minutes=30))
     return Rank(rank.rank, rank.local_rank, rank.world_size, rank.launcher, backend)
 
 
@@ -284,5 +290,10 @@ def shutdown(rank: Rank) -> None:
 
 def layout_record(layout: Layout, rank: Rank) -> dict[str, Any]:
     """What run.json says about the processes."""
-    return {"nodes": layout.nodes, "processes_per_node": layout.processes_per_node, "world_size": layout.world_size,
-            "backend": rank.backend, "launcher": rank.launcher}
+    return {
+        "nodes": layout.nodes,
+        "processes_per_node": layout.processes_per_node,
+        "world_size": layout.world_size,
+        "backend": rank.backend,
+        "launcher": rank.launcher,
+    }

@@ -105,9 +105,18 @@ class EpochJournal:
 
     # -- the epoch in progress
     def begin(self, epoch: int, clock_seconds: float) -> None:
-        write_json(self.marker, {"settings_hash": self.settings_hash, "epoch": epoch, "clock_seconds": clock_seconds,
-                                 "started_unix": time.time(), "trained_seconds": None,
-                                 "pid": os.getpid(), "slurm_job_id": os.environ.get("SLURM_JOB_ID")})
+        write_json(
+            self.marker,
+            {
+                "settings_hash": self.settings_hash,
+                "epoch": epoch,
+                "clock_seconds": clock_seconds,
+                "started_unix": time.time(),
+                "trained_seconds": None,
+                "pid": os.getpid(),
+                "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+            },
+        )
         self._last_beat = time.monotonic()
 
     def heartbeat(self) -> None:
@@ -151,8 +160,11 @@ class EpochJournal:
                 record = self._record(next_epoch, float(doc["trained_seconds"]), "killed after training, before the epoch was saved")
             else:
                 beat = self.marker.stat().st_mtime
-                record = self._record(next_epoch, max(0.0, beat - float(doc["started_unix"])),
-                                      f"killed, estimated from the last heartbeat (at most {HEARTBEAT_SECONDS:g} s short)")
+                record = self._record(
+                    next_epoch,
+                    max(0.0, beat - float(doc["started_unix"])),
+                    f"killed, estimated from the last heartbeat (at most {HEARTBEAT_SECONDS:g} s short)",
+                )
         self.marker.unlink()
         return record
 
@@ -164,8 +176,14 @@ class EpochJournal:
         return sum(r["lost_seconds"] for r in self.records)
 
     def _record(self, epoch: int, lost_seconds: float, how: str) -> dict[str, Any]:
-        record = {"epoch": int(epoch), "lost_seconds": float(lost_seconds), "how": how, "at": now_iso(),
-                  "slurm_job_id": os.environ.get("SLURM_JOB_ID"), "slurm_restart_count": os.environ.get("SLURM_RESTART_COUNT")}
+        record = {
+            "epoch": int(epoch),
+            "lost_seconds": float(lost_seconds),
+            "how": how,
+            "at": now_iso(),
+            "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+            "slurm_restart_count": os.environ.get("SLURM_RESTART_COUNT"),
+        }
         self.records.append(record)
         write_json(self.path, {"settings_hash": self.settings_hash, "interruptions": self.records})
         return record
@@ -234,8 +252,10 @@ class EpochGuard:
         """Mid-epoch, the clock stopped: record what the unfinished ``epoch`` lost and raise Interrupted."""
         if self.journal is not None:
             self.journal.interrupted(epoch, lost_seconds, self.stop.signal_name or "another process's signal")
-        raise Interrupted(f"{self._who} in epoch {epoch} after {lost_seconds:.1f}s of its training; the state after epoch "
-                          f"{epoch - 1} is in {self.work_dir}. Rerun to resume: the lost time will count in the training time")
+        raise Interrupted(
+            f"{self._who} in epoch {epoch} after {lost_seconds:.1f}s of its training; the state after epoch "
+            f"{epoch - 1} is in {self.work_dir}. Rerun to resume: the lost time will count in the training time"
+        )
 
     def trained(self, epoch: int, seconds: float) -> None:
         if self.journal is not None:

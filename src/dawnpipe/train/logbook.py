@@ -19,8 +19,17 @@ from dawnpipe.display import format_hours
 from dawnpipe.fileio import write_parquet, write_text
 
 PARQUET_COLUMNS = [
-    "epoch", "hours", "wall_hours", "train_loss", "eval_loss", "eval_seconds", "checkpoint_seconds",
-    "epoch_train_seconds", "lost_seconds", "lr", "items_per_second",
+    "epoch",
+    "hours",
+    "wall_hours",
+    "train_loss",
+    "eval_loss",
+    "eval_seconds",
+    "checkpoint_seconds",
+    "epoch_train_seconds",
+    "lost_seconds",
+    "lr",
+    "items_per_second",
 ]
 # lost_seconds: training time of this epoch lost to interruptions of earlier
 # attempts (dawnpipe.train.interruptions), included in `hours`; every trainer
@@ -28,8 +37,7 @@ PARQUET_COLUMNS = [
 
 
 class Logbook:
-    def __init__(self, metric_columns: tuple[str, ...], threshold_column: str, threshold: float, rows: list[dict] | None = None,
-                 *, demo: bool = False):
+    def __init__(self, metric_columns: tuple[str, ...], threshold_column: str, threshold: float, rows: list[dict] | None = None, *, demo: bool = False):
         """``demo``: the threshold is a demo config's, not the task's official
         one; every line that names it says so."""
         self.metric_columns = tuple(metric_columns)
@@ -51,9 +59,21 @@ class Logbook:
         self.rows.append(row)
         return first
 
-    def epoch_row(self, epoch: int, clock_seconds: float, metrics: dict[str, float], *, train_loss: float, eval_loss: float,
-                  eval_seconds: float, wall_seconds: float, epoch_seconds: float, lr: float, items: int,
-                  lost_seconds: float) -> dict[str, Any]:
+    def epoch_row(
+        self,
+        epoch: int,
+        clock_seconds: float,
+        metrics: dict[str, float],
+        *,
+        train_loss: float,
+        eval_loss: float,
+        eval_seconds: float,
+        wall_seconds: float,
+        epoch_seconds: float,
+        lr: float,
+        items: int,
+        lost_seconds: float,
+    ) -> dict[str, Any]:
         """One epoch's row (checkpoint_seconds is filled in once known).
 
         ``wall_seconds``: the wall clock when the epoch's evaluation ended, read
@@ -61,9 +81,17 @@ class Logbook:
         ended ``eval_seconds`` earlier (telemetry.energy.training_spans), and
         the wall time to accuracy ends with the evaluation that found it."""
         return {
-            "epoch": epoch, "hours": clock_seconds / 3600.0, **metrics,
-            "wall_hours": wall_seconds / 3600.0, "train_loss": train_loss, "eval_loss": eval_loss, "eval_seconds": eval_seconds,
-            "checkpoint_seconds": 0.0, "epoch_train_seconds": epoch_seconds, "lost_seconds": lost_seconds, "lr": lr,
+            "epoch": epoch,
+            "hours": clock_seconds / 3600.0,
+            **metrics,
+            "wall_hours": wall_seconds / 3600.0,
+            "train_loss": train_loss,
+            "eval_loss": eval_loss,
+            "eval_seconds": eval_seconds,
+            "checkpoint_seconds": 0.0,
+            "epoch_train_seconds": epoch_seconds,
+            "lost_seconds": lost_seconds,
+            "lr": lr,
             "items_per_second": items / epoch_seconds if epoch_seconds > 0 else float("nan"),
         }
 
@@ -77,8 +105,10 @@ class Logbook:
 
     def not_converged_message(self, format_metric=lambda v: f"{v:.2f}") -> str:
         best = max(r[self.threshold_column] for r in self.rows)
-        return (f"train: did not converge: best {self.threshold_column} {format_metric(best)} "
-                f"< {self._threshold_label()} {format_metric(self.threshold)} after {self.rows[-1]['epoch']} epochs")
+        return (
+            f"train: did not converge: best {self.threshold_column} {format_metric(best)} "
+            f"< {self._threshold_label()} {format_metric(self.threshold)} after {self.rows[-1]['epoch']} epochs"
+        )
 
     def _threshold_label(self) -> str:
         return "demo threshold" if self.demo else "threshold"

@@ -30,7 +30,8 @@ class Outputs:
 def publish_checkpoint(work_copy: Path, output: Path) -> None:
     """Copy ``work_copy`` to ``output`` atomically; the work copy stays until the work directory is removed."""
     if not work_copy.is_file():
-        raise DawnpipeError(f"{work_copy}: the threshold checkpoint is missing from the work directory "
-                            "(removed by hand?); rerun with --no-resume to train again")
+        raise DawnpipeError(
+            f"{work_copy}: the threshold checkpoint is missing from the work directory (removed by hand?); rerun with --no-resume to train again"
+        )
     with atomic_path(output) as tmp:
         shutil.copyfile(work_copy, tmp)

@@ -40,9 +40,10 @@ def steps_per_epoch(n_items: int, batch_size: int, train_limit: int | None, worl
     an epoch that trains nothing has no loss, no rate and no time."""
     steps = n_items // batch_size + (1 if n_items % batch_size >= 2 * world_size else 0)
     if steps == 0:
-        cause = (f"train_limit {train_limit} (the config's train_limit, --train-limit) leaves" if train_limit is not None
-                 else "the prepared data has")
-        raise DawnpipeError(f"{cause} {n_items} training item(s): an epoch would have no training step "
-                            f"(a step needs at least {2 * world_size} items, 2 per process; hyperparameters.batch_size is {batch_size})"
-                            + ("; raise train_limit" if train_limit is not None else ""))
+        cause = f"train_limit {train_limit} (the config's train_limit, --train-limit) leaves" if train_limit is not None else "the prepared data has"
+        raise DawnpipeError(
+            f"{cause} {n_items} training item(s): an epoch would have no training step "
+            f"(a step needs at least {2 * world_size} items, 2 per process; hyperparameters.batch_size is {batch_size})"
+            + ("; raise train_limit" if train_limit is not None else "")
+        )
     return steps

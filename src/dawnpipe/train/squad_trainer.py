@@ -44,14 +44,28 @@ from dawnpipe.telemetry import mark_training_clock
 from dawnpipe.train import EntryError
 from dawnpipe.train.interruptions import EpochGuard, StopRequest
 from dawnpipe.train.logbook import Logbook
-from dawnpipe.train.outputs import Outputs, publish_checkpoint  # noqa: F401 (Outputs: the trainer contract train.cli uses)
+from dawnpipe.train.outputs import Outputs, publish_checkpoint
 from dawnpipe.train.schedule import lr_at
-from dawnpipe.train.torch_trainer import (TrainingClock, autocast, build_optimizer, pick_device,
-                                          restore_state, save_checkpoint, seed_everything, threshold_checkpoint,
-                                          training_state)
+from dawnpipe.train.torch_trainer import (
+    TrainingClock,
+    autocast,
+    build_optimizer,
+    pick_device,
+    restore_state,
+    save_checkpoint,
+    seed_everything,
+    threshold_checkpoint,
+    training_state,
+)
 
-READER_ARGS = {"vocab_size": None, "min_word_count": 1, "char_vocab_size": None, "max_answer_tokens": 15,
-               "pretrained_embeddings": None, "fix_embeddings": False}
+READER_ARGS = {
+    "vocab_size": None,
+    "min_word_count": 1,
+    "char_vocab_size": None,
+    "max_answer_tokens": 15,
+    "pretrained_embeddings": None,
+    "fix_embeddings": False,
+}
 BUCKET_BATCHES = 20  # batches drawn together and sorted by context length (less padding, still random)
 
 
@@ -92,9 +106,17 @@ def check_recipe(entry: dict[str, Any]) -> None:
     hp = entry["hyperparameters"]
     if entry["framework"] != "pytorch":
         raise EntryError(f"framework {entry['framework']}: the SQuAD reader is implemented in PyTorch only")
-    image_only = [k for k, on in (("augment.crop_padding", hp["augment"]["crop_padding"]), ("augment.flip", hp["augment"]["flip"]),
-                                  ("tta_flip", hp["tta_flip"]), ("channels_last", hp["channels_last"]),
-                                  ("label_smoothing", hp["label_smoothing"])) if on]
+    image_only = [
+        k
+        for k, on in (
+            ("augment.crop_padding", hp["augment"]["crop_padding"]),
+            ("augment.flip", hp["augment"]["flip"]),
+            ("tta_flip", hp["tta_flip"]),
+            ("channels_last", hp["channels_last"]),
+            ("label_smoothing", hp["label_smoothing"]),
+        )
+        if on
+    ]
     if image_only:
         raise EntryError(f"hyperparameters {', '.join(image_only)} apply to images, not to a SQuAD reader; remove them")
     dist = entry["distributed"]
@@ -109,9 +131,9 @@ def batch_order(lengths: np.ndarray, batch_size: int, gen: torch.Generator) -> l
     chunk = batch_size * BUCKET_BATCHES
     batches = []
     for start in range(0, len(perm), chunk):
-        part = perm[start:start + chunk]
+        part = perm[start : start + chunk]
         part = part[np.argsort(lengths[part], kind="stable")]
-        batches.extend(part[i:i + batch_size] for i in range(0, len(part), batch_size))
+        batches.extend(part[i : i + batch_size] for i in range(0, len(part), batch_size))
     shuffle = torch.randperm(len(batches), generator=gen).tolist()
     return [batches[i] for i in shuffle]
 
@@ -138,7 +160,7 @@ def evaluate(model, split: SquadSplit, vocab_sizes: tuple[int, int], device, hp,
     em_sum = f1_sum = loss_sum = 0.0
     aligned = 0
     for start in range(0, len(order), hp["eval_batch_size"]):
-        idx = order[start:start + hp["eval_batch_size"]]
+        idx = order[start : start + hp["eval_batch_size"]]
         examples = [split.example(int(i), *vocab_sizes) for i in idx]
         t = to_device(pad_batch(examples), device)
         with autocast(device, hp["precision"]):
@@ -212,7 +234,7 @@ def _train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: i
     sizes = (n_words, n_chars)
     train_split = load_squad(data_dir, "train", settings["train_limit"])
     dev_split = load_squad(data_dir, "dev", settings["test_limit"])
-    answer_tokens = np.asarray(train_split.arrays["answer_tokens"][:len(train_split)])
+    answer_tokens = np.asarray(train_split.arrays["answer_tokens"][: len(train_split)])
     trainable = np.nonzero(answer_tokens[:, 0] >= 0)[0]  # questions whose first answer aligns to tokens
     if trainable.size == 0:
         raise DawnpipeError(f"{data_dir}: no training question with an answer aligned to tokens")
@@ -234,8 +256,7 @@ def _train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: i
     last_path = out.work_dir / "last.pt"
     work_threshold = out.work_dir / "threshold.pt"
     if resume and last_path.exists():
-        restored = restore_state(last_path, settings_hash, device, model=model, optimizer=optimizer, scaler=scaler, gen=gen,
-                                 logbook=logbook, clock=clock)
+        restored = restore_state(last_path, settings_hash, device, model=model, optimizer=optimizer, scaler=scaler, gen=gen, logbook=logbook, clock=clock)
         if restored is not None:
             wall_offset, start_epoch = restored
             resumed_from = start_epoch
@@ -247,16 +268,26 @@ def _train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: i
     batch = hp["batch_size"]
     steps = -(-trainable.size // batch)
     checkpoint_meta = {
-        "entry_id": entry["id"], "task": task.name, "framework": "pytorch", "model": entry["model"],
-        "model_args": net_args, "reader": reader, "tokenizer": TOKENIZER,
-        "vocab_words": list(vocab["words"][:n_words]), "vocab_chars": list(vocab["chars"][:n_chars]),
-        "precision": hp["precision"], "threshold": settings["threshold"], "metric": task.metric_column,
+        "entry_id": entry["id"],
+        "task": task.name,
+        "framework": "pytorch",
+        "model": entry["model"],
+        "model_args": net_args,
+        "reader": reader,
+        "tokenizer": TOKENIZER,
+        "vocab_words": list(vocab["words"][:n_words]),
+        "vocab_chars": list(vocab["chars"][:n_chars]),
+        "precision": hp["precision"],
+        "threshold": settings["threshold"],
+        "metric": task.metric_column,
     }
-    print(f"train: {entry['id']} seed {settings['seed']} on {device} ({torch.get_num_threads()} threads): "
-          f"{trainable.size} training questions ({len(train_split) - trainable.size} without an aligned answer skipped), "
-          f"{len(dev_split)} dev questions, vocabulary {n_words} words / {n_chars} characters, "
-          f"{sum(p.numel() for p in model.parameters())} parameters, {hp['epochs']} epochs of {steps} steps, "
-          f"threshold {task.metric_column} >= {settings['threshold']:g}" + (" (demo threshold)" if settings["demo_threshold"] else ""))
+    print(
+        f"train: {entry['id']} seed {settings['seed']} on {device} ({torch.get_num_threads()} threads): "
+        f"{trainable.size} training questions ({len(train_split) - trainable.size} without an aligned answer skipped), "
+        f"{len(dev_split)} dev questions, vocabulary {n_words} words / {n_chars} characters, "
+        f"{sum(p.numel() for p in model.parameters())} parameters, {hp['epochs']} epochs of {steps} steps, "
+        f"threshold {task.metric_column} >= {settings['threshold']:g}" + (" (demo threshold)" if settings["demo_threshold"] else "")
+    )
 
     wall_start = time.perf_counter() - wall_offset
     mark_training_clock(wall_start)  # places the log's wall_hours on the telemetry samples
@@ -304,19 +335,45 @@ def _train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: i
         t_evaluated = time.perf_counter()
 
         # metrics hold exact_match beside f1Score: SquadLogbook.frame keeps it in the Parquet log
-        row = logbook.epoch_row(epoch + 1, clock.elapsed, metrics, train_loss=train_loss, eval_loss=eval_loss,
-                                eval_seconds=t_evaluated - t_eval, wall_seconds=t_evaluated - wall_start,
-                                epoch_seconds=epoch_seconds, lr=lr, items=seen, lost_seconds=guard.lost_in(epoch + 1))
+        row = logbook.epoch_row(
+            epoch + 1,
+            clock.elapsed,
+            metrics,
+            train_loss=train_loss,
+            eval_loss=eval_loss,
+            eval_seconds=t_evaluated - t_eval,
+            wall_seconds=t_evaluated - wall_start,
+            epoch_seconds=epoch_seconds,
+            lr=lr,
+            items=seen,
+            lost_seconds=guard.lost_in(epoch + 1),
+        )
         t_ckpt = time.perf_counter()
         first_reached = logbook.add(row)
         if first_reached:
             save_checkpoint(work_threshold, threshold_checkpoint(checkpoint_meta, model, row, task.metric_column, True))
         logbook.write(out.work_dir / "train.tsv", out.work_dir / "train.parquet")
-        save_checkpoint(last_path, training_state(settings_hash, epoch + 1, time.perf_counter() - wall_start, hp=hp, model=model,
-                                                  optimizer=optimizer, scaler=scaler, gen=gen, logbook=logbook, clock=clock))
+        save_checkpoint(
+            last_path,
+            training_state(
+                settings_hash,
+                epoch + 1,
+                time.perf_counter() - wall_start,
+                hp=hp,
+                model=model,
+                optimizer=optimizer,
+                scaler=scaler,
+                gen=gen,
+                logbook=logbook,
+                clock=clock,
+            ),
+        )
         guard.saved(epoch + 1)
         row["checkpoint_seconds"] = time.perf_counter() - t_ckpt
-        print(logbook.progress_line(row, hp["epochs"], first_reached) + f"  (exact match {row['exact_match']:.4f}, F1 {task.format_metric(row['f1Score'])})", flush=True)
+        print(
+            logbook.progress_line(row, hp["epochs"], first_reached) + f"  (exact match {row['exact_match']:.4f}, F1 {task.format_metric(row['f1Score'])})",
+            flush=True,
+        )
         if logbook.stops_early(first_reached, epoch + 1, hp["epochs"], settings["stop_at_threshold"]):
             stopped_early = True
             break
@@ -329,11 +386,12 @@ def _train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: i
     from dawnpipe.runinfo import torch_environment
 
     return {
-        **logbook.summary(clock_seconds=clock.elapsed, wall_seconds=time.perf_counter() - wall_start,
-                          stopped_early=stopped_early, resumed_from=resumed_from),
+        **logbook.summary(clock_seconds=clock.elapsed, wall_seconds=time.perf_counter() - wall_start, stopped_early=stopped_early, resumed_from=resumed_from),
         **guard.summary(),
         "best_exact_match": max(r["exact_match"] for r in logbook.rows),
-        "train_items": int(trainable.size), "test_items": len(dev_split),
-        "vocabulary": {"words": n_words, "chars": n_chars}, "pretrained_embeddings": pretrained,
+        "train_items": int(trainable.size),
+        "test_items": len(dev_split),
+        "vocabulary": {"words": n_words, "chars": n_chars},
+        "pretrained_embeddings": pretrained,
         "environment": torch_environment(device),
     }

@@ -51,17 +51,28 @@ def schedule_position(hp: dict[str, Any], epochs_done: int) -> dict[str, Any]:
     at ``next_lr``."""
     return {
         "kind": "stateless: lr = dawnpipe.train.schedule.lr_at(epoch + step / steps, lr, schedule, epochs)",
-        "schedule": hp["schedule"], "lr": hp["lr"], "epochs": hp["epochs"],
-        "next_epoch": epochs_done + 1, "next_step": 0, "next_lr": lr_at(float(epochs_done), hp["lr"], hp["schedule"], hp["epochs"]),
+        "schedule": hp["schedule"],
+        "lr": hp["lr"],
+        "epochs": hp["epochs"],
+        "next_epoch": epochs_done + 1,
+        "next_step": 0,
+        "next_lr": lr_at(float(epochs_done), hp["lr"], hp["schedule"], hp["epochs"]),
     }
 
 
-def common_state(settings_hash: str, epochs_done: int, *, hp: dict[str, Any], rows: list[dict[str, Any]],
-                 clock_seconds: float, wall_seconds: float) -> dict[str, Any]:
+def common_state(
+    settings_hash: str, epochs_done: int, *, hp: dict[str, Any], rows: list[dict[str, Any]], clock_seconds: float, wall_seconds: float
+) -> dict[str, Any]:
     """Everything of the per-epoch state that is not a framework object."""
     return {
-        "state_format": STATE_FORMAT, "settings_hash": settings_hash, "epoch": epochs_done, "rows": rows, "clock_seconds": clock_seconds,
-        "wall_seconds": wall_seconds, "host_rng": host_rng_state(), "scheduler": schedule_position(hp, epochs_done),
+        "state_format": STATE_FORMAT,
+        "settings_hash": settings_hash,
+        "epoch": epochs_done,
+        "rows": rows,
+        "clock_seconds": clock_seconds,
+        "wall_seconds": wall_seconds,
+        "host_rng": host_rng_state(),
+        "scheduler": schedule_position(hp, epochs_done),
     }
 
 

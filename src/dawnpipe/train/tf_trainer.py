@@ -49,7 +49,7 @@ from dawnpipe.telemetry import mark_training_clock
 from dawnpipe.train import EntryError, naming_the_model
 from dawnpipe.train.interruptions import EpochGuard, StopRequest
 from dawnpipe.train.logbook import Logbook
-from dawnpipe.train.outputs import Outputs, publish_checkpoint  # noqa: F401 (Outputs: the trainer contract train.cli uses)
+from dawnpipe.train.outputs import Outputs, publish_checkpoint
 from dawnpipe.train.schedule import lr_at, steps_per_epoch
 from dawnpipe.train.state import common_state, restore_common, why_not_resumable
 
@@ -102,8 +102,10 @@ def model_from_entry(entry: dict[str, Any], *, image_shape: tuple[int, ...], num
 def check_supported(entry: dict[str, Any], split: Split) -> None:
     """What the data asks that this trainer does not do: say so, by name."""
     if isinstance(split.images, ShardedArray):
-        raise DawnpipeError(f"entry {entry['id']}: the TensorFlow trainer keeps the data set in memory; "
-                            f"{entry['task']} is prepared in shards (too large), which only the PyTorch trainer streams")
+        raise DawnpipeError(
+            f"entry {entry['id']}: the TensorFlow trainer keeps the data set in memory; "
+            f"{entry['task']} is prepared in shards (too large), which only the PyTorch trainer streams"
+        )
 
 
 def channel_stats(images: np.ndarray, chunk: int = 10000) -> tuple[list[float], list[float]]:
@@ -111,7 +113,7 @@ def channel_stats(images: np.ndarray, chunk: int = 10000) -> tuple[list[float], 
     c = images.shape[-1]
     total, total_sq, n = np.zeros(c), np.zeros(c), 0
     for start in range(0, images.shape[0], chunk):
-        x = images[start:start + chunk].reshape(-1, c).astype(np.float64) / 255.0
+        x = images[start : start + chunk].reshape(-1, c).astype(np.float64) / 255.0
         total += x.sum(axis=0)
         total_sq += np.square(x).sum(axis=0)
         n += x.shape[0]
@@ -205,12 +207,12 @@ def evaluate(eval_logits, images, labels: np.ndarray, hp, metric_columns) -> tup
     loss_sum = 0.0
     bs = hp["eval_batch_size"]
     for start in range(0, labels.shape[0], bs):
-        logits = eval_logits(images[start:start + bs]).numpy()
-        y = labels[start:start + bs].astype(np.int64)
+        logits = eval_logits(images[start : start + bs]).numpy()
+        y = labels[start : start + bs].astype(np.int64)
         z = logits / (2.0 if hp["tta_flip"] else 1.0)
         z = z - z.max(axis=1, keepdims=True)
         loss_sum += float((np.log(np.exp(z).sum(axis=1)) - z[np.arange(len(y)), y]).sum())
-        top = np.argsort(-logits, axis=1, kind="stable")[:, :max(ks)]
+        top = np.argsort(-logits, axis=1, kind="stable")[:, : max(ks)]
         hits = top == y[:, None]
         for k in ks:
             correct[k] += int(hits[:, :k].any(axis=1).sum())
@@ -220,8 +222,11 @@ def evaluate(eval_logits, images, labels: np.ndarray, hp, metric_columns) -> tup
 
 
 def save_state(path: Path, meta: dict[str, Any], model, optimizer, gen) -> None:
-    arrays = {**tf_runtime.variable_arrays("model", model.weights), **tf_runtime.variable_arrays("optimizer", optimizer.variables),
-              "generator": gen.state.numpy()}
+    arrays = {
+        **tf_runtime.variable_arrays("model", model.weights),
+        **tf_runtime.variable_arrays("optimizer", optimizer.variables),
+        "generator": gen.state.numpy(),
+    }
     tf_runtime.save_npz(path, meta, arrays)
 
 
@@ -293,17 +298,29 @@ def _train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: i
     n_train, batch = int(train_x.shape[0]), hp["batch_size"]
     steps = steps_per_epoch(n_train, batch, settings["train_limit"])
     checkpoint_meta = {
-        "entry_id": entry["id"], "task": task.name, "framework": "tensorflow", "model": entry["model"],
-        "model_args": entry["model_args"], "image_shape": list(image_shape), "num_classes": n_classes,
-        "mean": mean, "std": std, "precision": hp["precision"], "channels_last": True,
-        "tta_flip": hp["tta_flip"], "threshold": settings["threshold"], "metric": task.metric_column,
+        "entry_id": entry["id"],
+        "task": task.name,
+        "framework": "tensorflow",
+        "model": entry["model"],
+        "model_args": entry["model_args"],
+        "image_shape": list(image_shape),
+        "num_classes": n_classes,
+        "mean": mean,
+        "std": std,
+        "precision": hp["precision"],
+        "channels_last": True,
+        "tta_flip": hp["tta_flip"],
+        "threshold": settings["threshold"],
+        "metric": task.metric_column,
     }
     env = _environment(device)
-    print(f"train: {entry['id']} seed {settings['seed']} on {env['device']} (TensorFlow {tf.__version__}, "
-          f"{env['threads']} intra-op / {env['interop_threads']} inter-op threads): "
-          f"{n_train} training items, {test_x.shape[0]} test items, {hp['epochs']} epochs of {steps} steps, "
-          f"threshold {task.metric_column} >= {settings['threshold']:g}" + (" (demo threshold)" if settings["demo_threshold"] else ""),
-          flush=True)
+    print(
+        f"train: {entry['id']} seed {settings['seed']} on {env['device']} (TensorFlow {tf.__version__}, "
+        f"{env['threads']} intra-op / {env['interop_threads']} inter-op threads): "
+        f"{n_train} training items, {test_x.shape[0]} test items, {hp['epochs']} epochs of {steps} steps, "
+        f"threshold {task.metric_column} >= {settings['threshold']:g}" + (" (demo threshold)" if settings["demo_threshold"] else ""),
+        flush=True,
+    )
 
     wall_start = time.perf_counter() - wall_offset
     mark_training_clock(wall_start)  # places the log's wall_hours on the telemetry samples
@@ -324,7 +341,7 @@ def _train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: i
                     interrupted = True
                     break
                 lr = lr_at(epoch + step / steps, hp["lr"], hp["schedule"], hp["epochs"])
-                idx = perm[step * batch:(step + 1) * batch]
+                idx = perm[step * batch : (step + 1) * batch]
                 losses.append(train_step(idx, lr))
                 guard.heartbeat()
             if not interrupted:
@@ -341,17 +358,33 @@ def _train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: i
         metrics, eval_loss = evaluate(eval_logits, test_x, test_labels, hp, task.log_columns)
         t_evaluated = time.perf_counter()
 
-        row = logbook.epoch_row(epoch + 1, clock.elapsed, metrics, train_loss=train_loss, eval_loss=eval_loss,
-                                eval_seconds=t_evaluated - t_eval, wall_seconds=t_evaluated - wall_start,
-                                epoch_seconds=epoch_seconds, lr=lr, items=seen, lost_seconds=guard.lost_in(epoch + 1))
+        row = logbook.epoch_row(
+            epoch + 1,
+            clock.elapsed,
+            metrics,
+            train_loss=train_loss,
+            eval_loss=eval_loss,
+            eval_seconds=t_evaluated - t_eval,
+            wall_seconds=t_evaluated - wall_start,
+            epoch_seconds=epoch_seconds,
+            lr=lr,
+            items=seen,
+            lost_seconds=guard.lost_in(epoch + 1),
+        )
         t_ckpt = time.perf_counter()
         first_reached = logbook.add(row)
         if first_reached:
-            tf_runtime.save_checkpoint(work_threshold, {**checkpoint_meta, "epoch": epoch + 1,
-                                                        "metric_value": row[task.metric_column], "reached_threshold": True}, model)
+            tf_runtime.save_checkpoint(
+                work_threshold, {**checkpoint_meta, "epoch": epoch + 1, "metric_value": row[task.metric_column], "reached_threshold": True}, model
+            )
         logbook.write(out.work_dir / "train.tsv", out.work_dir / "train.parquet")
-        save_state(last_path, common_state(settings_hash, epoch + 1, hp=hp, rows=logbook.rows, clock_seconds=clock.elapsed,
-                                           wall_seconds=time.perf_counter() - wall_start), model, optimizer, gen)
+        save_state(
+            last_path,
+            common_state(settings_hash, epoch + 1, hp=hp, rows=logbook.rows, clock_seconds=clock.elapsed, wall_seconds=time.perf_counter() - wall_start),
+            model,
+            optimizer,
+            gen,
+        )
         guard.saved(epoch + 1)
         row["checkpoint_seconds"] = time.perf_counter() - t_ckpt
         print(logbook.progress_line(row, hp["epochs"], first_reached), flush=True)
@@ -361,16 +394,17 @@ def _train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: i
 
     if logbook.reached_row is None:
         last = logbook.rows[-1]
-        tf_runtime.save_checkpoint(work_threshold, {**checkpoint_meta, "epoch": last["epoch"],
-                                                    "metric_value": last[task.metric_column], "reached_threshold": False}, model)
+        tf_runtime.save_checkpoint(
+            work_threshold, {**checkpoint_meta, "epoch": last["epoch"], "metric_value": last[task.metric_column], "reached_threshold": False}, model
+        )
         print(logbook.not_converged_message())
     logbook.write(out.tsv, out.parquet)
     publish_checkpoint(work_threshold, out.checkpoint)
     return {
-        **logbook.summary(clock_seconds=clock.elapsed, wall_seconds=time.perf_counter() - wall_start,
-                          stopped_early=stopped_early, resumed_from=resumed_from),
+        **logbook.summary(clock_seconds=clock.elapsed, wall_seconds=time.perf_counter() - wall_start, stopped_early=stopped_early, resumed_from=resumed_from),
         **guard.summary(),
-        "train_items": int(n_train), "test_items": int(test_x.shape[0]),
+        "train_items": int(n_train),
+        "test_items": int(test_x.shape[0]),
         "environment": env,
     }
 

@@ -49,7 +49,7 @@ from dawnpipe.train.data_source import device_images, draw_resized_crop, epoch_b
 from dawnpipe.train.distributed import SINGLE, Rank
 from dawnpipe.train.interruptions import EpochGuard, StopRequest
 from dawnpipe.train.logbook import Logbook
-from dawnpipe.train.outputs import Outputs, publish_checkpoint  # noqa: F401 (Outputs: the trainer contract train.cli uses)
+from dawnpipe.train.outputs import Outputs, publish_checkpoint
 from dawnpipe.train.schedule import lr_at, steps_per_epoch
 from dawnpipe.train.state import common_state, restore_common, why_not_resumable
 
@@ -99,8 +99,9 @@ def seed_everything(seed: int) -> torch.Generator:
 def pick_device(requested: str, rank: Rank = SINGLE) -> torch.device:
     if requested == "cuda" or (requested == "auto" and torch.cuda.is_available()):
         if not torch.cuda.is_available():
-            raise DawnpipeError("entry asks for device: cuda but no CUDA device is available "
-                                f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')})")
+            raise DawnpipeError(
+                f"entry asks for device: cuda but no CUDA device is available (CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')})"
+            )
         if rank.distributed:  # one GPU per process
             torch.cuda.set_device(ddp.cuda_device_index(rank, torch.cuda.device_count()))
         return torch.device("cuda", torch.cuda.current_device())
@@ -218,8 +219,10 @@ def check_entry(entry: dict[str, Any]) -> None:
         model_from_entry(entry, in_channels=3, num_classes=10)
     world = ddp.Layout.of(entry).world_size
     if entry["hyperparameters"]["batch_size"] < world:
-        raise EntryError(f"hyperparameters.batch_size {entry['hyperparameters']['batch_size']} is smaller than the {world} "
-                         "processes of distributed: (the batch is global, split across the processes)")
+        raise EntryError(
+            f"hyperparameters.batch_size {entry['hyperparameters']['batch_size']} is smaller than the {world} "
+            "processes of distributed: (the batch is global, split across the processes)"
+        )
 
 
 def stop_due(stop: StopRequest, step: int, rank: Rank, device) -> bool:
@@ -242,16 +245,31 @@ def threshold_checkpoint(meta: dict[str, Any], model, row: dict[str, Any], metri
     return {**meta, "state_dict": model.state_dict(), "epoch": row["epoch"], "metric_value": row[metric_column], "reached_threshold": reached}
 
 
-def training_state(settings_hash: str, epochs_done: int, wall_seconds: float, *, hp: dict[str, Any], model, optimizer, scaler,
-                   gen, logbook: Logbook, clock: TrainingClock, **extra) -> dict[str, Any]:
+def training_state(
+    settings_hash: str,
+    epochs_done: int,
+    wall_seconds: float,
+    *,
+    hp: dict[str, Any],
+    model,
+    optimizer,
+    scaler,
+    gen,
+    logbook: Logbook,
+    clock: TrainingClock,
+    **extra,
+) -> dict[str, Any]:
     """Everything a restarted job needs to continue after ``epochs_done``
     epochs as if never stopped: weights, optimizer, scaler, the schedule's
     position, every random generator (the data generator, torch's CPU and CUDA
     ones, Python's and NumPy's), the log and the clocks so far."""
     return {
         **common_state(settings_hash, epochs_done, hp=hp, rows=logbook.rows, clock_seconds=clock.elapsed, wall_seconds=wall_seconds),
-        "model": model.state_dict(), "optimizer": optimizer.state_dict(), "scaler": scaler.state_dict(),
-        "generator": gen.get_state(), "torch_rng": torch.get_rng_state(),
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "scaler": scaler.state_dict(),
+        "generator": gen.get_state(),
+        "torch_rng": torch.get_rng_state(),
         # Once CUDA is in use; before that its generators still hold the seed's
         # state, which seed_everything recreates (and asking would start CUDA on a CPU run).
         "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None,
@@ -259,8 +277,9 @@ def training_state(settings_hash: str, epochs_done: int, wall_seconds: float, *,
     }
 
 
-def restore_state(path: Path, settings_hash: str, device, *, model, optimizer, scaler, gen, logbook: Logbook,
-                  clock: TrainingClock, say: bool = True) -> tuple[float, int] | None:
+def restore_state(
+    path: Path, settings_hash: str, device, *, model, optimizer, scaler, gen, logbook: Logbook, clock: TrainingClock, say: bool = True
+) -> tuple[float, int] | None:
     """Load a ``training_state`` saved by a run of the same settings into the
     given objects: (wall seconds so far, epochs done); None (start over) when
     it belongs to other settings or another state format."""
@@ -276,7 +295,7 @@ def restore_state(path: Path, settings_hash: str, device, *, model, optimizer, s
     gen.set_state(state["generator"].cpu())
     torch.set_rng_state(state["torch_rng"].cpu())
     if state["cuda_rng"] is not None and torch.cuda.is_available():
-        for index, cuda_state in enumerate(state["cuda_rng"][:torch.cuda.device_count()]):
+        for index, cuda_state in enumerate(state["cuda_rng"][: torch.cuda.device_count()]):
             torch.cuda.set_rng_state(cuda_state.cpu(), index)
     logbook.rows, clock.elapsed, wall_seconds, epochs_done = restore_common(state)
     if say:
@@ -284,8 +303,9 @@ def restore_state(path: Path, settings_hash: str, device, *, model, optimizer, s
     return wall_seconds, epochs_done
 
 
-def train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: int | None = None, resume: bool = True,
-          rank: Rank = SINGLE) -> dict[str, Any] | None:
+def train(
+    settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: int | None = None, resume: bool = True, rank: Rank = SINGLE
+) -> dict[str, Any] | None:
     """Train one entry with one seed; the summary for run.json (None on ranks other than 0)."""
     if threads:
         torch.set_num_threads(threads)
@@ -299,8 +319,9 @@ def train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: in
         ddp.shutdown(rank)
 
 
-def _train(settings, data_dir: Path, out: Outputs, *, resume: bool, rank: Rank, gen: torch.Generator,
-           device: torch.device, stop: StopRequest) -> dict[str, Any] | None:
+def _train(
+    settings, data_dir: Path, out: Outputs, *, resume: bool, rank: Rank, gen: torch.Generator, device: torch.device, stop: StopRequest
+) -> dict[str, Any] | None:
     entry, hp = settings["entry"], settings["entry"]["hyperparameters"]
     task = get_task(entry["task"])
     settings_hash = config_hash(settings)
@@ -328,8 +349,9 @@ def _train(settings, data_dir: Path, out: Outputs, *, resume: bool, rank: Rank, 
     last_path = out.work_dir / "last.pt"
     work_threshold = out.work_dir / "threshold.pt"
     if resume and last_path.exists():
-        restored = restore_state(last_path, settings_hash, device, model=model, optimizer=optimizer, scaler=scaler, gen=gen,
-                                 logbook=logbook, clock=clock, say=rank.is_main)
+        restored = restore_state(
+            last_path, settings_hash, device, model=model, optimizer=optimizer, scaler=scaler, gen=gen, logbook=logbook, clock=clock, say=rank.is_main
+        )
         if restored is not None:
             wall_offset, start_epoch = restored
             resumed_from = start_epoch
@@ -348,20 +370,34 @@ def _train(settings, data_dir: Path, out: Outputs, *, resume: bool, rank: Rank, 
         """This rank's items of an epoch, step after step: its share of each global batch."""
         if not rank.distributed:
             return perm
-        shares = [perm[s * batch:(s + 1) * batch] for s in range(steps)]
+        shares = [perm[s * batch : (s + 1) * batch] for s in range(steps)]
         return torch.cat([g[slice(*ddp.shard(len(g), rank))] for g in shares])
+
     checkpoint_meta = {
-        "entry_id": entry["id"], "task": task.name, "framework": "pytorch", "model": entry["model"],
-        "model_args": entry["model_args"], "in_channels": int(train_x.shape[1]), "num_classes": n_classes,
-        "mean": mean, "std": std, "precision": hp["precision"], "channels_last": hp["channels_last"],
-        "tta_flip": hp["tta_flip"], "threshold": settings["threshold"], "metric": task.metric_column,
+        "entry_id": entry["id"],
+        "task": task.name,
+        "framework": "pytorch",
+        "model": entry["model"],
+        "model_args": entry["model_args"],
+        "in_channels": int(train_x.shape[1]),
+        "num_classes": n_classes,
+        "mean": mean,
+        "std": std,
+        "precision": hp["precision"],
+        "channels_last": hp["channels_last"],
+        "tta_flip": hp["tta_flip"],
+        "threshold": settings["threshold"],
+        "metric": task.metric_column,
     }
     if rank.is_main:
-        print(f"train: {entry['id']} seed {settings['seed']} on {device} ({torch.get_num_threads()} threads"
-              + (f" x {world} processes, {rank.backend}" if rank.distributed else "") + "): "
-              f"{n_train} training items, {test_x.shape[0]} test items, {hp['epochs']} epochs of {steps} steps, "
-              f"threshold {task.metric_column} >= {settings['threshold']:g}" + (" (demo threshold)" if settings["demo_threshold"] else ""),
-              flush=True)
+        print(
+            f"train: {entry['id']} seed {settings['seed']} on {device} ({torch.get_num_threads()} threads"
+            + (f" x {world} processes, {rank.backend}" if rank.distributed else "")
+            + "): "
+            f"{n_train} training items, {test_x.shape[0]} test items, {hp['epochs']} epochs of {steps} steps, "
+            f"threshold {task.metric_column} >= {settings['threshold']:g}" + (" (demo threshold)" if settings["demo_threshold"] else ""),
+            flush=True,
+        )
 
     wall_start = time.perf_counter() - wall_offset
     mark_training_clock(wall_start)  # places the log's wall_hours on the telemetry samples
@@ -423,18 +459,41 @@ def _train(settings, data_dir: Path, out: Outputs, *, resume: bool, rank: Rank, 
         metrics, eval_loss = evaluate(model, test_x, test_y, normalize, hp, device, task.log_columns, rank)
         t_evaluated = time.perf_counter()
 
-        row = logbook.epoch_row(epoch + 1, clock.elapsed, metrics, train_loss=train_loss, eval_loss=eval_loss,
-                                eval_seconds=t_evaluated - t_eval, wall_seconds=t_evaluated - wall_start,
-                                epoch_seconds=epoch_seconds, lr=lr, items=seen, lost_seconds=guard.lost_in(epoch + 1))
+        row = logbook.epoch_row(
+            epoch + 1,
+            clock.elapsed,
+            metrics,
+            train_loss=train_loss,
+            eval_loss=eval_loss,
+            eval_seconds=t_evaluated - t_eval,
+            wall_seconds=t_evaluated - wall_start,
+            epoch_seconds=epoch_seconds,
+            lr=lr,
+            items=seen,
+            lost_seconds=guard.lost_in(epoch + 1),
+        )
         t_ckpt = time.perf_counter()
         first_reached = logbook.add(row)  # on every rank: the metrics are global, so every rank decides alike
         if rank.is_main:
             if first_reached:
                 save_checkpoint(work_threshold, threshold_checkpoint(checkpoint_meta, model, row, task.metric_column, True))
             logbook.write(out.work_dir / "train.tsv", out.work_dir / "train.parquet")
-            save_checkpoint(last_path, training_state(settings_hash, epoch + 1, time.perf_counter() - wall_start, hp=hp, model=model,
-                                                      optimizer=optimizer, scaler=scaler, gen=gen, logbook=logbook, clock=clock,
-                                                      world_size=world))
+            save_checkpoint(
+                last_path,
+                training_state(
+                    settings_hash,
+                    epoch + 1,
+                    time.perf_counter() - wall_start,
+                    hp=hp,
+                    model=model,
+                    optimizer=optimizer,
+                    scaler=scaler,
+                    gen=gen,
+                    logbook=logbook,
+                    clock=clock,
+                    world_size=world,
+                ),
+            )
             guard.saved(epoch + 1)
             row["checkpoint_seconds"] = time.perf_counter() - t_ckpt
             print(logbook.progress_line(row, hp["epochs"], first_reached), flush=True)
@@ -451,12 +510,12 @@ def _train(settings, data_dir: Path, out: Outputs, *, resume: bool, rank: Rank, 
     logbook.write(out.tsv, out.parquet)
     publish_checkpoint(work_threshold, out.checkpoint)
     return {
-        **logbook.summary(clock_seconds=clock.elapsed, wall_seconds=time.perf_counter() - wall_start,
-                          stopped_early=stopped_early, resumed_from=resumed_from),
+        **logbook.summary(clock_seconds=clock.elapsed, wall_seconds=time.perf_counter() - wall_start, stopped_early=stopped_early, resumed_from=resumed_from),
         **guard.summary(),
         "world_size": world,
         "distributed": ddp.layout_record(ddp.Layout.of(entry), rank),
-        "train_items": int(n_train), "test_items": int(test_x.shape[0]),
+        "train_items": int(n_train),
+        "test_items": int(test_x.shape[0]),
         "environment": _environment(device),
     }
 
