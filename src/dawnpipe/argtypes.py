@@ -1,12 +1,10 @@
-"""Argument forms shared by stage commands, so that both workflow front ends
-can call the same ``python -m dawnpipe <stage>`` with config values.
+"""Argument forms shared by stage commands.
 
-Snakemake computes arguments in Python (``--threshold 70.0``, a flag only when
-true, an option only when set). DVC can only interpolate config values into
-``dvc.yaml``: YAML null arrives as ``None``, booleans as ``true``/``false``,
-and a mapping as ``--key value`` pairs (dict unpacking), so a per-task mapping
-of the config (``thresholds:``, ``data_sources:``) arrives as
-``--fashion-mnist 70.0``. These types accept both forms with one meaning.
+Commands read the forms the stage table writes (``--threshold 70.0``, a flag
+only when true, an option only when set) and, with the same meaning, the forms
+a config value takes when written out by a template: YAML null as ``None``,
+booleans as ``true``/``false``, a per-task mapping as ``--<task> VALUE`` pairs
+(``--fashion-mnist 70.0``), so a hand-written command line may use either.
 """
 
 from __future__ import annotations

@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "audit": ("dawnpipe.audit.cli", "check DAWNBench v1 submissions: a verdict and reasons for every file"),
     "leaderboard": ("dawnpipe.leaderboard", "rank audited submissions together with our own runs (JSON, HTML)"),
     "export": ("dawnpipe.export", "write our runs as DAWNBench v1 submissions (train JSON + TSV, inference JSON)"),
+    "pipeline": ("dawnpipe.pipeline.cli", "write dvc.yaml and params.yaml from the stage table, or print the resolved config"),
 }
 
 

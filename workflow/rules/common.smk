@@ -1,188 +1,99 @@
-# Helpers shared by the rules: get_* return paths/values for a rule, is_* answer
-# questions. Entries are read here once, at parse time.
+# The Snakemake side of the stage table (src/dawnpipe/pipeline/stages.py):
+# the configuration, resolved in layers (dawnpipe.pipeline.config), one Plan
+# of entries and runs, and the get_*/is_* helpers rules.smk hands the table's
+# stages to Snakemake with. What a job asks of a cluster (threads, memory,
+# walltime, GPUs, processes) is here: it is Snakemake's and Slurm's alone.
 import os
 import shlex
 import sys
 
-from snakemake.utils import validate
-
-# Rules run `python -m dawnpipe`; make the package importable without installing
-# it (conda envs from envs/*.yaml hold only third-party packages). Snakemake's
-# own prefix for bash is `set -euo pipefail;`, which replacing it must keep.
+# Rules run `scripts/stage LOG dawnpipe ...`, which puts this checkout's src/
+# first on PYTHONPATH (conda envs from envs/*.yaml hold only third-party
+# packages); the Snakefile imports the package from there too.
 SRC = os.path.join(workflow.basedir, "src")
 sys.path.insert(0, SRC)
-shell.prefix(f"set -euo pipefail; export PYTHONPATH='{SRC}'${{{{PYTHONPATH:+:$PYTHONPATH}}}}; ")  # braces doubled twice: f-string, then Snakemake's format
 
-from dawnpipe.entries import config_hash, load_entry, run_settings  # noqa: E402
+from snakemake.settings.types import DeploymentMethod  # noqa: E402
+
 from dawnpipe.errors import DawnpipeError  # noqa: E402
-from dawnpipe.infer.backends import backends_for, code_modules  # noqa: E402
-from dawnpipe.infer.items import item_kind  # noqa: E402
-from dawnpipe.tasks import get_task  # noqa: E402
+from dawnpipe.pipeline import render  # noqa: E402
+from dawnpipe.pipeline.config import resolve, typed_cli_values  # noqa: E402
+from dawnpipe.pipeline.plan import Plan  # noqa: E402
+from dawnpipe.pipeline.stages import STAGES, Threads  # noqa: E402
 
-
-validate(config, "../schemas/config.schema.yaml")
-
-try:
-    ENTRIES = {e: load_entry(os.path.join(config["entries_dir"], f"{e}.yaml")) for e in config["entries"]}
-    for _entry in ENTRIES.values():
-        get_task(_entry["task"])
-except (DawnpipeError, OSError) as _err:
-    raise WorkflowError(f"bad entry: {_err}")
+# Without --sdm conda a job runs the interpreter Snakemake itself runs under,
+# so `.venv/bin/snakemake ...` works without activating the venv; with it,
+# the env's own python (scripts/stage falls back to `python` in the env).
+if DeploymentMethod.CONDA not in workflow.deployment_settings.deployment_method:
+    shell.prefix(f"set -euo pipefail; export DAWNPIPE_PYTHON={shlex.quote(sys.executable)}; ")
 
 try:
-    for _id, _entry in ENTRIES.items():
-        _items = item_kind(get_task(_entry["task"])).name
-        if not backends_for(_entry["framework"], _items, config["inference"]["backends"]):
-            raise DawnpipeError(f"entry {_id} ({_entry['framework']}, {_items} items): none of inference.backends "
-                                f"{config['inference']['backends']} answers its items from its checkpoints")
-except DawnpipeError as _err:
-    raise WorkflowError(f"config inference.backends: {_err}")
+    CONFIG = resolve([os.path.relpath(f, workflow.basedir) for f in workflow.config_settings.configfiles], typed_cli_values(workflow.config_settings.config), root=Path(workflow.basedir))
+    PLAN = Plan(CONFIG)
+except DawnpipeError as _err:  # bad input: one line, before any job (Snakemake would add its own traceback)
+    print(f"dawnpipe: error: {_err}", file=sys.stderr)
+    sys.exit(1)
+config.clear()
+config.update(CONFIG.values)
+ENTRIES = PLAN.entries
+STAGE_SCRIPT = os.path.join(workflow.basedir, render.STAGE_SCRIPT)
+
+
+def _regex_alternatives(names):
+    import re
+
+    return "|".join(re.escape(n) for n in names) or "(?!)"
 
 
 wildcard_constraints:
-    entry="|".join(ENTRIES),
+    entry=_regex_alternatives(ENTRIES),
     seed=r"\d+",
-    task=r"[a-z0-9-]+",
+    task=r"[A-Za-z0-9._-]+",
 
 
-def get_entry(wildcards):
-    return ENTRIES[wildcards.entry]
+def _job(wildcards):
+    return {k: str(v) for k, v in wildcards.items()}
 
 
-def get_entry_file(wildcards):
-    return os.path.join(config["entries_dir"], f"{wildcards.entry}.yaml")
+def get_inputs(stage):
+    """The stage's inputs: path templates as they are, functions per job."""
+    out = {}
+    for name, spec in stage.inputs.items():
+        if isinstance(spec.path, str):
+            out[name] = spec.path
+        else:
+            out[name] = (lambda path: lambda wildcards: path(PLAN, _job(wildcards)))(spec.path)
+    return out
 
 
-def get_threshold(task_name):
-    return float(config["thresholds"].get(task_name, get_task(task_name).threshold))
+def get_outputs(stage):
+    return {name: directory(o.path) if o.directory else o.path for name, o in stage.outputs.items()}
 
 
-def get_prepared(wildcards):
-    return f"data/prepared/{ENTRIES[wildcards.entry]['task']}"
+def get_params(stage):
+    """The command's per-job values (shell-quoted), and the values it is rerun on."""
+    params = {name: (lambda name: lambda wildcards: render.snakemake_param(stage, name, PLAN, _job(wildcards)))(name) for name in stage.params}
+    if stage.values:
+        params["values"] = lambda wildcards: render.values_hash(stage, PLAN, _job(wildcards))
+    return params
 
 
-def get_data_source_arg(wildcards):
-    source = config["data_sources"].get(wildcards.task)
-    return f"--source {source}" if source else ""
+def get_code(stage):
+    return render.code(stage, PLAN, Path(SRC))
 
 
-def get_data_checksums(wildcards):
-    """The --expect file of a task (an input, so editing it fetches again), or nothing."""
-    path = config["data_checksums"].get(wildcards.task)
-    return [path] if path else []
+def get_benchmark(stage):
+    return stage.log.replace("results/logs/", "results/benchmarks/", 1).removesuffix(".log") + ".tsv"
 
 
-def get_fetch_expect_arg(wildcards):
-    return " ".join(f"--expect {p}" for p in get_data_checksums(wildcards))
+def get_env(stage):
+    if isinstance(stage.env, str):
+        return f"../../envs/{stage.env}.yaml"
+    return lambda wildcards: f"../../envs/{stage.env(PLAN, _job(wildcards))}.yaml"
 
 
-def get_prepare_threads(wildcards):
-    """ImageNet decodes in parallel (one process per CPU it may use); the others need one."""
-    return max(1, workflow.cores or 1) if get_task(wildcards.task).data.get("kind") == "imagenet" else 1
-
-
-def get_run_settings_hash(wildcards):
-    """Everything that decides a training run's result. A params value, so an
-    edited comment (in the config or an entry file) does not retrain, while any
-    changed value does."""
-    entry = dict(ENTRIES[wildcards.entry])
-    task = get_task(entry["task"])
-    settings = run_settings(
-        entry, seed=int(wildcards.seed), threshold=get_threshold(entry["task"]),
-        official_threshold=task.threshold, train_limit=config["train_limit"],
-        test_limit=config["test_limit"], stop_at_threshold=config["stop_at_threshold"],
-    )
-    return config_hash(settings)
-
-
-def get_train_args(wildcards):
-    entry = ENTRIES[wildcards.entry]
-    args = [f"--threshold {get_threshold(entry['task'])}"]
-    if config["train_limit"]:
-        args.append(f"--train-limit {config['train_limit']}")
-    if config["test_limit"]:
-        args.append(f"--test-limit {config['test_limit']}")
-    if config["stop_at_threshold"]:
-        args.append("--stop-at-threshold")
-    return " ".join(args)
-
-
-def get_telemetry_interval(wildcards):
-    return float(config.get("telemetry", {}).get("interval_s", 1.0))
-
-
-def get_flops_hash(wildcards):
-    """What a FLOP count depends on: the network, its input and the step's
-    batch, precision and memory format; not the optimizer or the schedule."""
-    entry = ENTRIES[wildcards.entry]
-    hp = entry["hyperparameters"]
-    return config_hash({k: entry[k] for k in ("task", "framework", "model", "model_args")}
-                       | {k: hp[k] for k in ("batch_size", "precision", "channels_last")})
-
-
-def get_sensitivity_args(wildcards):
-    """The config's sensitivity_ladders as `--<task> T1 T2 ...` (DVC's form of
-    the same mapping); the command uses its run's task, else the task's ladder."""
-    ladders = config.get("sensitivity_ladders", {})
-    return " ".join(f"--{task} " + " ".join(f"{float(t)!r}" for t in ladder) for task, ladder in ladders.items())
-
-
-def get_infer_args(wildcards):
-    return f"--limit {config['test_limit']}" if config["test_limit"] else ""
-
-
-def get_items_kind(entry_id):
-    return item_kind(get_task(ENTRIES[entry_id]["task"])).name
-
-
-def get_backends(entry_id):
-    """Inference backends timed for an entry: those of config inference.backends
-    that answer its task's items from its framework's checkpoints, in the config's order."""
-    return backends_for(ENTRIES[entry_id]["framework"], get_items_kind(entry_id), config["inference"]["backends"])
-
-
-def get_infer_code(wildcards):
-    """The package code an entry's inference results depend on: the timing
-    loop and its backends' own modules; editing another backend reruns nothing."""
-    modules = {m for b in get_backends(wildcards.entry) for m in code_modules(b, get_items_kind(wildcards.entry))}
-    files = [os.path.join(SRC, *m.split(".")) + ".py" for m in sorted(modules)]
-    return [os.path.relpath(f) for f in files if os.path.exists(f)]
-
-
-def get_train_env(wildcards):
-    return "../../envs/train-tf.yaml" if is_tensorflow(wildcards) else "../../envs/train-torch.yaml"
-
-
-def is_tensorflow(wildcards):
-    return ENTRIES[wildcards.entry]["framework"] == "tensorflow"
-
-
-def get_train_code(wildcards):
-    """The package code a training run depends on: editing the trainer or a
-    model retrains; editing the report does not."""
-    pkg = os.path.join(SRC, "dawnpipe")
-    files = ["train/cli.py", "train/logbook.py", "train/schedule.py", "train/data_source.py", "data/loader.py", "entries.py"]
-    files += ["train/tf_trainer.py", "models/tf_zoo.py", "tf_runtime.py"] if is_tensorflow(wildcards) else [
-        "train/torch_trainer.py", "models/torch_zoo.py", "train/distributed.py", "train/interruptions.py"]
-    if get_task(ENTRIES[wildcards.entry]["task"]).data.get("kind") == "squad":
-        files += ["train/squad_trainer.py", "models/squad_reader.py", "data/squad.py", "squad/text.py", "squad/evaluate.py"]
-    return [os.path.relpath(os.path.join(pkg, f)) for f in files if os.path.exists(os.path.join(pkg, f))]
-
-
-def get_run_dirs():
-    return [f"results/runs/{e}/seed{s}" for e in ENTRIES for s in config["seeds"]]
-
-
-def get_run_files(name):
-    return [f"{d}/{name}" for d in get_run_dirs()]
-
-
-def get_seed_results(wildcards):
-    return [f"results/runs/{wildcards.entry}/seed{s}/time_to_accuracy.json" for s in config["seeds"]]
-
-
-def get_tasks():
-    return sorted({e["task"] for e in ENTRIES.values()})
+# ---- what a job asks of a cluster (the Slurm executor reads these resources;
+# local runs ignore all but threads). Partitions and accounts: profiles only.
 
 
 def get_timed_threads():
@@ -191,86 +102,39 @@ def get_timed_threads():
     return max(1, workflow.cores or 1)
 
 
-# ---- what a job asks of a cluster (the Slurm executor reads these resources;
-# local runs ignore all but threads). Partitions and accounts: profiles only.
-
-
 def get_layout(wildcards):
     """(nodes, processes per node) of an entry's data-parallel training."""
-    layout = ENTRIES[wildcards.entry]["distributed"]
+    layout = ENTRIES[wildcards.entry].recipe["distributed"]
     return layout["nodes"], layout["processes_per_node"]
 
 
-def get_world_size(wildcards):
-    nodes, per_node = get_layout(wildcards)
-    return nodes * per_node
-
-
 def is_distributed(wildcards):
-    return get_world_size(wildcards) > 1
+    nodes, per_node = get_layout(wildcards)
+    return nodes * per_node > 1
 
 
 def is_gpu(wildcards):
     """Only entries that insist on CUDA ask for GPUs: `auto` cannot know at
     submission time whether the node it lands on has one."""
-    return ENTRIES[wildcards.entry]["device"] == "cuda"
+    return ENTRIES[wildcards.entry].recipe["device"] == "cuda"
 
 
-def get_train_threads(wildcards):
-    """CPU threads of each training process: a whole node's cores (the profile's
-    `cores`) shared by the processes on it. The CLI's --threads is per process."""
-    return max(1, get_timed_threads() // get_layout(wildcards)[1])
-
-
-def get_train_mem_mb(wildcards):
-    """Memory per node (sbatch --mem): the data set lives in every process."""
-    return 4000 + 4000 * get_layout(wildcards)[1]
-
-
-def get_train_gpus(wildcards):
-    """GPUs of the whole job (sbatch --gpus): one per process, or none."""
-    return get_world_size(wildcards) if is_gpu(wildcards) else 0
-
-
-def get_train_cpus_per_gpu(wildcards):
-    """sbatch --cpus-per-gpu for GPU jobs (the plugin uses it instead of
-    --cpus-per-task when gpu > 0): each process's threads."""
-    return get_train_threads(wildcards)
-
-
-def get_train_mpi(wildcards):
-    """`srun` for multi-process training. The plugin then submits --ntasks /
-    --nodes and runs the rule's command once, in the batch step, and
-    `dawnpipe train` starts the ranks with srun itself (dawnpipe.train.distributed).
-    Empty for one process (the plugin then reads it as "not MPI")."""
-    return "srun" if is_distributed(wildcards) else ""
-
-
-def get_train_tasks(wildcards):
-    return get_world_size(wildcards)
-
-
-def get_train_nodes(wildcards):
-    return get_layout(wildcards)[0]
-
-
-def get_infer_gpus(wildcards):
-    """Inference answers one item at a time in one process: one GPU for a CUDA entry."""
-    return 1 if is_gpu(wildcards) else 0
-
-
-def get_train_runtime(wildcards, attempt):
-    """Minutes of walltime; grows with each retry after a timeout (and the
-    retry resumes from the last finished epoch)."""
-    return 120 * attempt
-
-
-def get_infer_runtime(wildcards, attempt):
-    return 60 * attempt
+def get_threads(stage):
+    """Threads of a job: a timed job's process takes a whole node's cores (the
+    profile's `cores`) shared by the processes on it (the CLI's --threads is
+    per process); an untimed one what the table says."""
+    if stage.needs.timed:
+        if stage.name == "train":
+            return lambda wildcards: max(1, get_timed_threads() // get_layout(wildcards)[1])
+        return get_timed_threads()
+    if callable(stage.needs.threads):
+        return lambda wildcards: stage.needs.threads(PLAN, _job(wildcards), get_timed_threads())
+    return stage.needs.threads
 
 
 def get_runtime(minutes):
-    """Walltime of a rule: `minutes` on the first attempt, growing with each retry."""
+    """Walltime of a rule: `minutes` on the first attempt, growing with each
+    retry (a retried training resumes from its last finished epoch)."""
 
     def runtime(wildcards, attempt):
         return minutes * attempt
@@ -278,30 +142,36 @@ def get_runtime(minutes):
     return runtime
 
 
-# Where `rule export_submissions` writes our runs as DAWNBench v1 submissions.
-EXPORT_DIR = "results/submissions"
+def get_resources(stage):
+    resources = {"mem_mb": stage.needs.mem_mb, "runtime": get_runtime(stage.needs.runtime_min)}
+    if stage.needs.timed:
+        # profiles/default allows one `timing` at a time, so two measurements never share the CPU;
+        # profiles/slurm sets no limit (it would serialise the cluster): there CR_Core keeps jobs apart
+        resources["timing"] = 1
+    if stage.name == "train":
+        # Memory per node (the data set lives in every process); GPUs of the whole job (one per process);
+        # sbatch --cpus-per-gpu for GPU jobs (each process's threads). Multi-process training: `srun`
+        # makes the plugin submit --ntasks/--nodes and run the command once, in the batch step, and
+        # `dawnpipe train` starts the ranks with srun itself (dawnpipe.train.distributed); empty for
+        # one process (the plugin then reads it as "not MPI").
+        resources |= {
+            "mem_mb": lambda wildcards: 4000 + 4000 * get_layout(wildcards)[1],
+            "gpu": lambda wildcards: get_layout(wildcards)[0] * get_layout(wildcards)[1] if is_gpu(wildcards) else 0,
+            "cpus_per_gpu": lambda wildcards: max(1, get_timed_threads() // get_layout(wildcards)[1]),
+            "tasks_per_gpu": 1,  # otherwise the plugin passes `tasks` as --ntasks-per-gpu
+            "tasks": lambda wildcards: get_layout(wildcards)[0] * get_layout(wildcards)[1],
+            "nodes": lambda wildcards: get_layout(wildcards)[0],
+            "mpi": lambda wildcards: "srun" if is_distributed(wildcards) else "",
+        }
+    elif stage.name == "infer":
+        # inference answers one item at a time in one process: one GPU for a CUDA entry
+        resources |= {"gpu": lambda wildcards: 1 if is_gpu(wildcards) else 0, "cpus_per_gpu": get_timed_threads()}
+    return resources
 
 
-def is_own_export(path):
-    return os.path.normpath(path) == EXPORT_DIR
+def get_shell(stage):
+    return render.shell_template(stage, STAGE_SCRIPT)
 
 
-def get_audit_rules(wildcards):
-    """The config's audit_rules (YAML files merged over the package's audit
-    rules, as ``dawnpipe audit --rules``): inputs, so editing one reruns the report."""
-    return list(config["audit_rules"])
-
-
-def get_submission_inputs(wildcards):
-    """The report's submission inputs: our export as the directory its rule
-    makes; another directory as the files in it, so that a changed or added
-    submission reruns the report (a directory's own time stamp would not)."""
-    inputs = []
-    for d in config["submission_dirs"]:
-        if is_own_export(d) or not os.path.isdir(d):
-            inputs.append(d)  # made by a rule, or reported missing by Snakemake
-            continue
-        for root, dirs, files in os.walk(d):
-            dirs[:] = sorted(x for x in dirs if not x.startswith("."))
-            inputs += [os.path.join(root, f) for f in sorted(files) if not f.startswith(".")]
-    return inputs
+def get_run_files(name):
+    return PLAN.run_files(name)

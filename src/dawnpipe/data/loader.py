@@ -116,7 +116,7 @@ def prepared_dir(path: Path, task: str) -> Path:
     manifest = found / "manifest.json"
     if not manifest.is_file():
         raise DawnpipeError(f"{path}: no prepared data for task {task} (no {path / 'manifest.json'} or {manifest}); "
-                            f"run 'dawnpipe prepare {task} --out {path / task}' first (with DVC: add {task} to the data sets in dvc.yaml)")
+                            f"run 'dawnpipe prepare {task} --out {path / task}' first")
     prepared_task = read_json(manifest).get("task", task)
     if prepared_task != task:
         raise DawnpipeError(f"{manifest}: data prepared for task {prepared_task!r}, not {task!r}")

@@ -1,0 +1,97 @@
+"""pipeline: the workflow's own files, made from the stage table.
+
+    dawnpipe pipeline dvc [--config FILE ...] [--check]   # write (or check) dvc.yaml and params.yaml
+    dawnpipe pipeline config [--config FILE ...]          # the resolved configuration, as YAML
+
+Run from the project's root (beside the Snakefile). ``--config`` files are
+laid over config/config.yaml in order, as ``snakemake --configfile`` does.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from dawnpipe.errors import DawnpipeError, UsageError
+from dawnpipe.fileio import write_text
+
+
+def configure(p) -> None:
+    p.add_argument("what", choices=["dvc", "config"], help="dvc: write dvc.yaml and params.yaml; config: print the resolved configuration")
+    p.add_argument("--config", action="append", default=[], type=Path, metavar="FILE", help="a config file laid over config/config.yaml (repeatable)")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="dvc: write nothing; exit 1 if dvc.yaml or params.yaml differ from what would be written "
+        "(without --config: for the config files params.yaml was written from)",
+    )
+
+
+def run(args) -> int:
+    from dawnpipe.pipeline.config import SCHEMA, resolve
+    from dawnpipe.pipeline.plan import Plan
+
+    if not SCHEMA.is_file():
+        raise UsageError(f"no {SCHEMA} here: run `dawnpipe pipeline` from the project's root (beside the Snakefile)")
+    config_files = args.config
+    if args.what == "dvc" and args.check and not config_files:
+        config_files = recorded_config_files()
+    config = resolve(config_files)
+    Plan(config)  # the checks that need the tasks and the entries: a config is printed only when it would run
+    if args.what == "config":
+        print(yaml.safe_dump(config.values, sort_keys=False, width=1000), end="")
+        return 0
+    from dawnpipe.pipeline.dvc import DVC_YAML, PARAMS_YAML, documents
+
+    wanted = dict(zip((DVC_YAML, PARAMS_YAML), documents(config)))
+    if args.check:
+        stale = [path for path, text in wanted.items() if not path.is_file() or path.read_text(encoding="utf-8") != text]
+        if stale:
+            raise DawnpipeError(
+                f"{' and '.join(map(str, stale))} out of date with {' + '.join(config.files)} ({what_changed(stale[-1], wanted[stale[-1]], config)}): "
+                f"write them again with `dawnpipe pipeline dvc{''.join(f' --config {f}' for f in config.files[1:])}` (or `make dvc.yaml`), then `dvc repro`"
+            )
+        print(f"pipeline: {DVC_YAML} and {PARAMS_YAML} are up to date with {' + '.join(config.files)}")
+        return 0
+    for path, text in wanted.items():
+        write_text(path, text)
+    print(f"pipeline: wrote {DVC_YAML} and {PARAMS_YAML} for {' + '.join(config.files)}")
+    return 0
+
+
+def recorded_config_files() -> list[Path]:
+    """The config files params.yaml says it was written from (none: the default)."""
+    from dawnpipe.pipeline.config import DEFAULT
+    from dawnpipe.pipeline.dvc import PARAMS_YAML
+
+    if not PARAMS_YAML.is_file():
+        return []
+    doc = yaml.safe_load(PARAMS_YAML.read_text(encoding="utf-8")) or {}
+    files = doc.get("config_files") if isinstance(doc, dict) else None
+    if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+        raise DawnpipeError(
+            f"{PARAMS_YAML}: field 'config_files': expected the list of config files it was written from; write it again with `dawnpipe pipeline dvc`"
+        )
+    return [Path(f) for f in files if Path(f) != DEFAULT]
+
+
+def what_changed(path: Path, wanted: str, config) -> str:
+    """The first difference, in words: the config keys that differ from what
+    params.yaml records, else where the text first differs."""
+    if not path.is_file():
+        return f"{path} is missing"
+    old_text = path.read_text(encoding="utf-8")
+    if path.name == "params.yaml":
+        try:
+            old = (yaml.safe_load(old_text) or {}).get("config") or {}
+        except (yaml.YAMLError, AttributeError):
+            old = {}
+        keys = sorted(k for k in {*old, *config.values} if old.get(k) != config.values.get(k))
+        if keys:
+            return "changed: " + ", ".join(f"{k} {old.get(k)!r} -> {config.values.get(k)!r}" for k in keys[:3])
+    for old_line, new_line in zip([*old_text.splitlines(), ""], wanted.splitlines()):
+        if old_line != new_line:
+            at = next((i for i, (a, b) in enumerate(zip(old_line, new_line)) if a != b), min(len(old_line), len(new_line)))
+            return f"{path} now reads ...{new_line[max(0, at - 40) : at + 60].strip()}..."
+    return f"{path} differs"

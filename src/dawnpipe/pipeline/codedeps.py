@@ -1,0 +1,100 @@
+"""The code a stage may run, read off the imports of its modules.
+
+A stage's code is the closure of what its command's module imports inside
+the package, at module level or inside a function (the CLI imports lazily, so
+both count), plus the package data each of those modules reads: the
+non-Python files beside it (task files, schemas, templates, rules). Snakemake
+makes them inputs of the stage's rule and dvc.yaml lists them as deps, so an
+edit reruns the same stages under both tools; nothing is listed by hand.
+
+Modules chosen at run time by name (a trainer or an inference backend picked
+from a registry) are not imports; the stage table names them as extra roots.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from collections.abc import Iterable
+from pathlib import Path
+
+PACKAGE = "dawnpipe"
+
+
+def module_file(src: Path, module: str) -> Path | None:
+    """The file of ``module`` under ``src`` (a package's ``__init__.py``), or None."""
+    base = src.joinpath(*module.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _imported(tree: ast.AST, module: str, is_package: bool) -> set[str]:
+    """Package modules ``tree`` imports, anywhere in it (absolute and relative)."""
+    found: set[str] = set()
+    here = module.split(".") if is_package else module.split(".")[:-1]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = here[: len(here) - (node.level - 1)]
+                base = ".".join([*parent, base] if base else parent)
+            found.add(base)
+            found |= {f"{base}.{a.name}" for a in node.names}  # `from pkg import module`
+    return {m for m in found if m == PACKAGE or m.startswith(PACKAGE + ".")}
+
+
+@functools.cache
+def _imports_of(src: Path, module: str) -> frozenset[str]:
+    path = module_file(src, module)
+    if path is None:
+        return frozenset()
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    deps = set()
+    for name in _imported(tree, module, path.name == "__init__.py"):
+        # importing a.b.c runs a/__init__, a/b/__init__ too
+        parts = name.split(".")
+        deps |= {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
+    return frozenset(m for m in deps if module_file(src, m) is not None and m != module)
+
+
+def closure(src: Path, roots: Iterable[str]) -> set[str]:
+    """Every package module reachable from ``roots`` by imports."""
+    seen: set[str] = set()
+    todo = [r for r in roots]
+    while todo:
+        module = todo.pop()
+        if module in seen or module_file(src, module) is None:
+            continue
+        seen.add(module)
+        parts = module.split(".")
+        todo += [".".join(parts[:i]) for i in range(1, len(parts))]  # its parent packages run first
+        todo += sorted(_imports_of(src, module))
+    return seen
+
+
+def data_files(directory: Path) -> list[Path]:
+    """Package data beside a module: the non-Python files of its directory and
+    of its sub-directories that are not packages themselves (templates/sections)."""
+    found = []
+    for p in sorted(directory.iterdir()):
+        if p.name.startswith(".") or p.name == "__pycache__":
+            continue
+        if p.is_file() and p.suffix not in (".py", ".pyc"):
+            found.append(p)
+        elif p.is_dir() and not (p / "__init__.py").exists():
+            found += data_files(p)
+    return found
+
+
+def code_files(src: Path, roots: Iterable[str]) -> list[str]:
+    """The files (relative to ``src``'s parent, POSIX) a stage rooted at ``roots`` may run or read."""
+    files: set[Path] = set()
+    for module in closure(src, roots):
+        path = module_file(src, module)
+        files.add(path)
+        files |= set(data_files(path.parent))
+    return sorted(p.relative_to(src.parent).as_posix() for p in files)

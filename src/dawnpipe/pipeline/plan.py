@@ -1,0 +1,117 @@
+"""What a configuration asks for: its entries (read and checked once), their
+runs, the tasks they need, and the per-job values the stages pass on.
+
+Both front ends build one Plan from the resolved configuration (Snakemake at
+parse time, the DVC generator when it writes dvc.yaml) and read every value
+through it, so a threshold or a data source means the same under both.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dawnpipe.entries import config_hash, load_entry, run_settings
+from dawnpipe.errors import DawnpipeError
+from dawnpipe.pipeline.config import Config, check_task_keys
+
+RUN = "results/runs/{entry}/seed{seed}"
+
+
+@dataclass(frozen=True)
+class Entry:
+    id: str
+    file: str  # the entry file its values come from (relative to the project)
+    recipe: dict[str, Any]  # validated, defaults filled (dawnpipe.entries.load_entry)
+    seeds: tuple[int, ...]
+
+    @property
+    def task(self) -> str:
+        return self.recipe["task"]
+
+    @property
+    def framework(self) -> str:
+        return self.recipe["framework"]
+
+
+class Plan:
+    def __init__(self, config: Config):
+        from dawnpipe import tasks
+
+        self.config = config
+        if config["task_dirs"]:
+            tasks.use_task_dirs(config["task_dirs"])
+        self.tasks_known = tasks.all_tasks()
+        check_task_keys(config, self.tasks_known)
+        self.entries: dict[str, Entry] = {}
+        for entry_id in config["entries"]:
+            path = os.path.join(config["entries_dir"], f"{entry_id}.yaml")
+            recipe = load_entry(path)
+            self.entries[entry_id] = Entry(entry_id, path, recipe, tuple(config["seeds"]))
+
+    # ------------------------------------------------------------ what runs
+    def runs(self) -> list[tuple[str, int]]:
+        return [(e.id, s) for e in self.entries.values() for s in e.seeds]
+
+    def run_dir(self, entry: str, seed: int | str) -> str:
+        return RUN.format(entry=entry, seed=seed)
+
+    def run_files(self, name: str) -> list[str]:
+        return [f"{self.run_dir(e, s)}/{name}" for e, s in self.runs()]
+
+    def seed_files(self, entry: str, name: str) -> list[str]:
+        return [f"{self.run_dir(entry, s)}/{name}" for s in self.entries[entry].seeds]
+
+    def tasks(self) -> list[str]:
+        """The tasks whose data the entries need, in the tasks' own order."""
+        needed = {e.task for e in self.entries.values()}
+        return [t for t in self.tasks_known if t in needed]
+
+    def task_of(self, entry: str) -> str:
+        return self.entries[entry].task
+
+    def task(self, name: str):
+        try:
+            return self.tasks_known[name]
+        except KeyError:
+            raise DawnpipeError(f"unknown task {name!r} (known: {', '.join(self.tasks_known)})") from None
+
+    # ------------------------------------------------------------ per-job values
+    def threshold(self, task: str) -> float:
+        return float(self.config["thresholds"].get(task, self.task(task).threshold))
+
+    def run_settings(self, entry: str, seed: int | str) -> dict[str, Any]:
+        e = self.entries[entry]
+        return run_settings(
+            e.recipe,
+            seed=int(seed),
+            threshold=self.threshold(e.task),
+            official_threshold=self.task(e.task).threshold,
+            train_limit=self.config["train_limit"],
+            test_limit=self.config["test_limit"],
+            stop_at_threshold=self.config["stop_at_threshold"],
+        )
+
+    def flops_values(self, entry: str) -> dict[str, Any]:
+        """What a FLOP count reads of an entry: the network, its input and the
+        step's batch, precision and memory format; not the optimizer or the schedule."""
+        recipe = self.entries[entry].recipe
+        hp = recipe["hyperparameters"]
+        return {k: recipe[k] for k in FLOPS_KEYS} | {k: hp[k] for k in FLOPS_HYPERPARAMETERS}
+
+    def prices_values(self) -> Any:
+        from dawnpipe.prices import load_prices
+
+        return load_prices(Path(self.config["prices"]))
+
+    def values_hash(self, *parts: Mapping[str, Any] | Any) -> str:
+        return config_hash(list(parts))
+
+
+# What a FLOP count reads of an entry (the flops stage's values; DVC fails on a
+# listed key missing from the file, so every entry file writes these out).
+FLOPS_KEYS = ("task", "framework", "model", "model_args")
+FLOPS_HYPERPARAMETERS = ("batch_size", "precision", "channels_last")

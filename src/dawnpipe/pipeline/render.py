@@ -1,0 +1,127 @@
+"""A stage of the table as each front end writes it: the command, its
+inputs and outputs, its rerun values and its code.
+
+Snakemake gets templates (``{input.data:q}``, ``{wildcards.entry}``,
+``{threads}``) it fills per job itself; DVC gets every job spelt out
+(dawnpipe.pipeline.dvc). Both go through the same word list, so an argument
+added to a stage reaches both.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+from dawnpipe.pipeline import codedeps
+from dawnpipe.pipeline.plan import Plan
+from dawnpipe.pipeline.stages import In, Job, Name, Out, Param, Stage, Threads
+
+STAGE_SCRIPT = "scripts/stage"  # runs `dawnpipe ARGS`, output to the terminal and the log (both tools)
+_NAME = re.compile(r"\{(task|entry|seed)\}")
+
+
+def fill(template: str, job: Job) -> str:
+    """A path template of the table with the job's names."""
+    return _NAME.sub(lambda m: str(job[m.group(1)]), template)
+
+
+def as_words(value: Any) -> list[str]:
+    return [str(w) for w in value] if isinstance(value, list | tuple) else [str(value)]
+
+
+def inputs(stage: Stage, plan: Plan, job: Job, *, dvc: bool = False) -> dict[str, list[str]]:
+    out = {}
+    for name, spec in stage.inputs.items():
+        path = spec.dvc if dvc and spec.dvc is not None else spec.path
+        value = fill(path, job) if isinstance(path, str) else path(plan, job)
+        out[name] = as_words(value) if value not in (None, "") else []
+    return out
+
+
+def outputs(stage: Stage, job: Job) -> dict[str, str]:
+    return {name: fill(o.path, job) for name, o in stage.outputs.items()}
+
+
+def command(stage: Stage, plan: Plan, job: Job) -> list[str]:
+    """The whole argument list of one job, DVC's form (no ``--threads``)."""
+    ins, outs = inputs(stage, plan, job, dvc=True), outputs(stage, job)
+    argv = [stage.command]
+    for word in stage.args:
+        if isinstance(word, str):
+            argv.append(fill(word, job))
+        elif isinstance(word, In):
+            argv += ins[word.name]
+        elif isinstance(word, Out):
+            argv.append(outs[word.name])
+        elif isinstance(word, Param):
+            argv += as_words(stage.params[word.name](plan, job))
+        elif isinstance(word, Name):
+            argv.append(str(job[word.name]))
+        elif isinstance(word, Threads):
+            continue  # DVC: the framework's own default (every core)
+    return argv
+
+
+def _literal(word: str) -> str:
+    """A literal word of the table in a Snakemake template: braces escaped, names as wildcards."""
+    escaped = word.replace("{", "{{").replace("}", "}}")
+    return re.sub(r"\{\{(task|entry|seed)\}\}", r"{wildcards.\1}", escaped)
+
+
+def shell_template(stage: Stage, script: str) -> str:
+    """Snakemake's shell command of a stage: the same words as placeholders."""
+    parts = [_literal(shlex.quote(script)), "{log:q}", stage.command]
+    for word in stage.args:
+        if isinstance(word, str):
+            parts.append(_literal(word))
+        elif isinstance(word, In):
+            parts.append(f"{{input.{word.name}:q}}")
+        elif isinstance(word, Out):
+            parts.append(f"{{output.{word.name}:q}}")
+        elif isinstance(word, Param):
+            parts.append(f"{{params.{word.name}}}")  # quoted by snakemake_param
+        elif isinstance(word, Name):
+            parts.append(f"{{wildcards.{word.name}}}")
+        elif isinstance(word, Threads):
+            parts += [word.flag, "{threads}"]
+    return " ".join(parts)
+
+
+def snakemake_param(stage: Stage, name: str, plan: Plan, job: Job) -> str:
+    """A Param as the shell-quoted text the template inserts."""
+    value = stage.params[name](plan, job)
+    return shlex.join(as_words(value)) if isinstance(value, list | tuple) else shlex.quote(str(value))
+
+
+def values_hash(stage: Stage, plan: Plan, job: Job) -> str:
+    """The stage's by-value rerun triggers in one value (Snakemake's params)."""
+    return plan.values_hash({name: value(plan, job) for name, (value, _) in sorted(stage.values.items())})
+
+
+def dvc_params(stage: Stage, plan: Plan, job: Job) -> list[Any]:
+    """DVC's params of a job: the files it reads by value (``None``: every
+    key) and the params.yaml keys its command carries."""
+    merged: dict[str, set[str] | None] = {}
+    for _, (_, params) in sorted(stage.values.items()):
+        for path, keys in params(plan, job).items():
+            whole = keys is None or (path in merged and merged[path] is None)
+            merged[path] = None if whole else {*(merged.get(path) or ()), *keys}
+    if stage.config_keys:
+        merged["params.yaml"] = {*(merged.get("params.yaml") or ()), *stage.config_keys}
+    return [{path: None if keys is None else sorted(keys)} for path, keys in merged.items()]
+
+
+@functools.cache
+def _code(src: Path, roots: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(codedeps.code_files(src, roots))
+
+
+def code(stage: Stage, plan: Plan, src: Path) -> list[str]:
+    """The package files a stage may run or read (the same for every job of it)."""
+    from dawnpipe.cli import COMMANDS
+
+    roots = ("dawnpipe.__main__", "dawnpipe.cli", COMMANDS[stage.command][0], *(stage.code(plan) if stage.code else ()))
+    return list(_code(src, tuple(sorted(roots))))

@@ -1,0 +1,554 @@
+"""The pipeline, written once: every stage's command, inputs, outputs, log,
+the values it is rerun on, and what it needs of a machine.
+
+    fetch (task) -> prepare (task) -> train (run) -> extract, infer, sensitivity (run)
+    flops (entry) -> utilization (run);  extract -> stability (entry)
+    train, extract, infer -> export_submissions -> report (once)
+
+Snakemake's rules (workflow/rules/stages.smk) and dvc.yaml (written by
+``dawnpipe pipeline dvc``) are both made from this table, so the two cannot
+disagree on a path, an argument or a rerun trigger. A stage is per task, per
+entry, per run (entry and seed) or once; paths are templates over those
+names (``{task}``, ``{entry}``, ``{seed}``).
+
+A command is a list of words: literals, and references to the stage's
+inputs (``In``), outputs (``Out``), per-job values (``Param``), the job's
+names (``Name``) and the job's threads (``Threads``, Snakemake's alone: DVC
+runs one stage at a time and lets the framework use every core). Every
+command runs as ``scripts/stage LOG dawnpipe ARGS``: its output goes to the
+terminal (progress of long stages) and to the stage's log.
+
+Rerun triggers, chosen on purpose (README, "What reruns"):
+- everything in the command (paths, thresholds, limits) is one: Snakemake
+  compares its params, DVC its cmd;
+- ``values``: what the command reads from files by value (an entry's
+  recipe, the prices), so a comment edit reruns nothing and a changed value
+  reruns what uses it;
+- the code the stage may run (dawnpipe.pipeline.codedeps: its module's
+  imports) and its input files, by content (DVC) or time stamp (Snakemake).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from dawnpipe.pipeline.plan import RUN, Plan
+
+# -------------------------------------------------------------- the vocabulary
+TASK, ENTRY, RUN_, ONCE = ("task",), ("entry",), ("entry", "seed"), ()
+
+
+@dataclass(frozen=True)
+class In:
+    name: str
+
+
+@dataclass(frozen=True)
+class Out:
+    name: str
+
+
+@dataclass(frozen=True)
+class Param:
+    """A per-job value of ``Stage.params``: one word, or a list of words
+    (an optional part of the command: empty when not set)."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Name:
+    name: str  # task, entry or seed
+
+
+@dataclass(frozen=True)
+class Threads:
+    """``FLAG {threads}`` under Snakemake (the cores its scheduler gave the job); nothing under DVC."""
+
+    flag: str
+
+
+Word = str | In | Out | Param | Name | Threads
+Job = dict[str, str]  # the job's names: {"task": ...} or {"entry": ..., "seed": ...}
+Value = Callable[[Plan, Job], Any]
+
+
+@dataclass(frozen=True)
+class Output:
+    path: str
+    directory: bool = False
+    kind: str = "out"  # "out", "metric" (DVC metrics), "plot" (DVC plots)
+    plot: dict[str, Any] | None = None  # DVC plot options (x, title, ...)
+
+
+@dataclass(frozen=True)
+class Input:
+    """A path template, or a function of the job giving a path or a list of
+    paths. ``dvc``: DVC's form where it differs (a directory standing for a
+    list whose length varies from item to item of one stage)."""
+
+    path: str | Value
+    dvc: Value | None = None
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What a job asks of a machine (Snakemake's threads and resources; the
+    Slurm plugin turns them into sbatch options). DVC runs one stage at a
+    time and needs none of it."""
+
+    timed: bool = False  # a measurement: the whole machine, never beside another timed job
+    threads: Callable[..., int] | int = 1
+    mem_mb: int = 1000
+    runtime_min: int = 10  # walltime of the first attempt; grows with each retry
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    command: str  # the dawnpipe command (dawnpipe.cli.COMMANDS)
+    per: tuple[str, ...]
+    inputs: dict[str, Input]
+    outputs: dict[str, Output]
+    args: tuple[Word, ...]
+    log: str
+    params: dict[str, Value] = field(default_factory=dict)
+    # rerun on these values (by value, not bytes): name -> (Snakemake's value, DVC's params)
+    values: dict[str, tuple[Value, Callable[[Plan, Job], dict[str, list[str] | None]]]] = field(default_factory=dict)
+    config_keys: tuple[str, ...] = ()  # the config keys its command carries (DVC params: `dvc params diff`)
+    code: Callable[[Plan], list[str]] | None = None  # modules picked by name at run time (registries)
+    needs: Needs = Needs()
+    env: str | Callable[[Plan, Job], str] = "report"  # envs/<env>.yaml for --sdm conda
+    benchmark: str | None = None  # Snakemake's benchmark file (timed stages)
+
+
+# -------------------------------------------------------------- shared values
+def _entry(plan: Plan, job: Job):
+    return plan.entries[job["entry"]]
+
+
+def run_settings_value(plan: Plan, job: Job) -> str:
+    """Everything that decides a run's result (hash): its entry's values, seed,
+    threshold, limits and stop rule. Later stages of a run carry it too, so a
+    changed setting reruns them even where a failed retraining removed the
+    run's files."""
+    return plan.values_hash(plan.run_settings(job["entry"], job["seed"]))
+
+
+def run_settings_params(plan: Plan, job: Job) -> dict[str, list[str] | None]:
+    return {_entry(plan, job).file: None, "params.yaml": ["config.thresholds", "config.train_limit", "config.test_limit", "config.stop_at_threshold"]}
+
+
+def flops_value(plan: Plan, job: Job) -> str:
+    return plan.values_hash(plan.flops_values(job["entry"]))
+
+
+def flops_params(plan: Plan, job: Job) -> dict[str, list[str] | None]:
+    from dawnpipe.pipeline.plan import FLOPS_HYPERPARAMETERS, FLOPS_KEYS
+
+    return {_entry(plan, job).file: [*FLOPS_KEYS, *(f"hyperparameters.{k}" for k in FLOPS_HYPERPARAMETERS)]}
+
+
+def prices_value(plan: Plan, job: Job) -> str:
+    return plan.values_hash(plan.prices_values())
+
+
+def prices_params(plan: Plan, job: Job) -> dict[str, list[str] | None]:
+    return {plan.config["prices"]: None}
+
+
+RUN_SETTINGS = (run_settings_value, run_settings_params)
+FLOPS = (flops_value, flops_params)
+PRICES = (prices_value, prices_params)
+
+
+def train_env(plan: Plan, job: Job) -> str:
+    return "train-tf" if _entry(plan, job).framework == "tensorflow" else "train-torch"
+
+
+def prepared(plan: Plan, job: Job) -> str:
+    return f"data/prepared/{plan.task_of(job['entry'])}"
+
+
+def words(*pairs: tuple[str, Any]) -> list[str]:
+    """``--flag value`` for each pair whose value is set."""
+    out: list[str] = []
+    for flag, value in pairs:
+        if value is None or value is False:
+            continue
+        out += [flag] if value is True else [flag, str(value)]
+    return out
+
+
+# -------------------------------------------------------------- the stages
+def _fetch_args(plan: Plan, job: Job) -> list[str]:
+    return words(("--source", plan.config["data_sources"].get(job["task"])))
+
+
+def _checksums(plan: Plan, job: Job) -> list[str]:
+    path = plan.config["data_checksums"].get(job["task"])
+    return [path] if path else []
+
+
+FETCH = Stage(
+    "fetch",
+    "fetch",
+    TASK,
+    inputs={"expect": Input(_checksums)},  # editing a checksum file fetches again
+    outputs={"raw": Output("data/raw/{task}", directory=True)},
+    args=(Name("task"), "--dest", Out("raw"), "--cache", "data/.partial/{task}", Param("source"), Param("expect")),
+    log="results/logs/fetch/{task}.log",
+    params={"source": _fetch_args, "expect": lambda plan, job: [w for p in _checksums(plan, job) for w in ("--expect", p)]},
+    config_keys=("config.data_sources", "config.data_checksums"),
+    needs=Needs(mem_mb=1000, runtime_min=60),
+)
+
+
+def _prepare_threads(plan: Plan, job: Job, cores: int) -> int:
+    """A task whose data decodes in parallel (ImageNet) gets every core it may use; the others one."""
+    return max(1, cores) if plan.task(job["task"]).data.get("kind") == "imagenet" else 1
+
+
+PREPARE = Stage(
+    "prepare",
+    "prepare",
+    TASK,
+    inputs={"raw": Input("data/raw/{task}")},
+    outputs={"prepared": Output("data/prepared/{task}", directory=True)},
+    args=(Name("task"), "--raw", In("raw"), "--out", Out("prepared"), Threads("--workers")),
+    log="results/logs/prepare/{task}.log",
+    needs=Needs(mem_mb=4000, runtime_min=30, threads=_prepare_threads),
+)
+
+
+def _train_args(plan: Plan, job: Job) -> list[str]:
+    c = plan.config
+    return words(
+        ("--threshold", repr(plan.threshold(plan.task_of(job["entry"])))),
+        ("--train-limit", c["train_limit"]),
+        ("--test-limit", c["test_limit"]),
+        ("--stop-at-threshold", c["stop_at_threshold"]),
+    )
+
+
+TRAIN = Stage(
+    "train",
+    "train",
+    RUN_,
+    inputs={"data": Input(prepared)},
+    outputs={
+        "tsv": Output(f"{RUN}/train.tsv", kind="plot", plot={"x": "hours", "x_label": "training hours (evaluation excluded)"}),
+        "parquet": Output(f"{RUN}/train.parquet"),
+        "checkpoint": Output(f"{RUN}/model.pt"),
+        "run": Output(f"{RUN}/run.json"),
+        "telemetry": Output(f"{RUN}/telemetry.parquet"),
+    },
+    args=(
+        "--entry",
+        Param("entry_file"),
+        "--seed",
+        Name("seed"),
+        "--data",
+        In("data"),
+        "--tsv",
+        Out("tsv"),
+        "--log-parquet",
+        Out("parquet"),
+        "--checkpoint",
+        Out("checkpoint"),
+        "--run-json",
+        Out("run"),
+        "--work-dir",
+        "results/.work/{entry}/seed{seed}",
+        Threads("--threads"),
+        Param("settings"),
+        "--telemetry",
+        Out("telemetry"),
+        "--telemetry-interval",
+        Param("telemetry_interval"),
+    ),
+    log="results/logs/train/{entry}/seed{seed}.log",
+    params={
+        "entry_file": lambda plan, job: _entry(plan, job).file,
+        "settings": _train_args,
+        # a new interval re-samples, which takes the run again: a deliberate rerun trigger
+        "telemetry_interval": lambda plan, job: repr(float(plan.config["telemetry"]["interval_s"])),
+    },
+    values={"run_settings": RUN_SETTINGS},
+    config_keys=("config.thresholds", "config.train_limit", "config.test_limit", "config.stop_at_threshold", "config.telemetry"),
+    code=lambda plan: trainer_modules(),
+    needs=Needs(timed=True, mem_mb=8000, runtime_min=120),
+    env=train_env,
+    benchmark="results/benchmarks/train/{entry}/seed{seed}.tsv",
+)
+
+
+def trainer_modules() -> list[str]:
+    """Every trainer an entry may pick (by task kind and framework, at run time)."""
+    return ["dawnpipe.train.torch_trainer", "dawnpipe.train.tf_trainer", "dawnpipe.train.squad_trainer"]
+
+
+EXTRACT = Stage(
+    "extract",
+    "extract",
+    RUN_,
+    inputs={
+        "tsv": Input(f"{RUN}/train.tsv"),
+        "parquet": Input(f"{RUN}/train.parquet"),
+        "run": Input(f"{RUN}/run.json"),
+        "prices": Input(lambda plan, job: plan.config["prices"]),
+    },
+    outputs={"tta": Output(f"{RUN}/time_to_accuracy.json", kind="metric")},
+    args=("--tsv", In("tsv"), "--log-parquet", In("parquet"), "--run-json", In("run"), "--prices", In("prices"), "--out", Out("tta")),
+    log="results/logs/extract/{entry}/seed{seed}.log",
+    values={"run_settings": RUN_SETTINGS, "prices": PRICES},
+    config_keys=("config.prices",),
+    needs=Needs(mem_mb=500, runtime_min=5),
+)
+
+
+def _backend_modules(plan: Plan) -> list[str]:
+    from dawnpipe.infer.backends import BACKENDS
+
+    return sorted({b.module for b in BACKENDS if b.name in plan.config["inference"]["backends"]})
+
+
+INFER = Stage(
+    "infer",
+    "infer",
+    RUN_,
+    inputs={
+        "checkpoint": Input(f"{RUN}/model.pt"),
+        "run": Input(f"{RUN}/run.json"),
+        "data": Input(prepared),
+        "prices": Input(lambda plan, job: plan.config["prices"]),
+    },
+    outputs={
+        "results": Output(f"{RUN}/latency", directory=True),  # latency/<backend>.json + .parquet
+        # the run's headline (fastest backend at the threshold): mean and p50/p90/p99 ms, cost per 10,000 items
+        "headline": Output(f"{RUN}/latency.json", kind="metric"),
+        "per_item": Output(f"{RUN}/latency.parquet"),
+        "telemetry": Output(f"{RUN}/inference_telemetry.parquet"),
+    },
+    args=(
+        "--checkpoint",
+        In("checkpoint"),
+        "--run-json",
+        In("run"),
+        "--data",
+        In("data"),
+        "--prices",
+        In("prices"),
+        "--out-dir",
+        Out("results"),
+        "--out",
+        Out("headline"),
+        "--items-parquet",
+        Out("per_item"),
+        "--threads",
+        Param("framework_threads"),
+        "--warmup",
+        Param("warmup"),
+        "--backends",
+        Param("backends"),
+        Param("limit"),
+        "--telemetry",
+        Out("telemetry"),
+        "--telemetry-interval",
+        Param("telemetry_interval"),
+    ),
+    log="results/logs/infer/{entry}/seed{seed}.log",
+    params={
+        # framework threads; the job itself reserves the whole machine (Needs.timed)
+        "framework_threads": lambda plan, job: str(plan.config["inference"]["threads"]),
+        "warmup": lambda plan, job: str(plan.config["inference"]["warmup"]),
+        # all of the config's: the command skips those not for this run's framework and items
+        "backends": lambda plan, job: list(plan.config["inference"]["backends"]),
+        "limit": lambda plan, job: words(("--limit", plan.config["test_limit"])),
+        "telemetry_interval": TRAIN.params["telemetry_interval"],
+    },
+    values={"run_settings": RUN_SETTINGS, "prices": PRICES},
+    config_keys=("config.inference", "config.test_limit", "config.telemetry", "config.prices"),
+    code=_backend_modules,
+    needs=Needs(timed=True, mem_mb=4000, runtime_min=60),
+    env=train_env,
+    benchmark="results/benchmarks/infer/{entry}/seed{seed}.tsv",
+)
+
+FLOPS_STAGE = Stage(
+    "flops",
+    "flops",
+    ENTRY,
+    inputs={"data": Input(prepared)},
+    outputs={"flops": Output("results/flops/{entry}.json")},
+    args=("--entry", Param("entry_file"), "--data", In("data"), "--out", Out("flops")),
+    log="results/logs/flops/{entry}.log",
+    params={"entry_file": TRAIN.params["entry_file"]},
+    # what a FLOP count reads, not comments or the optimizer: a new lr retrains but does not recount
+    values={"counted": FLOPS},
+    needs=Needs(mem_mb=2000, runtime_min=10),
+    env=train_env,
+)
+
+UTILIZATION = Stage(
+    "utilization",
+    "utilization",
+    RUN_,
+    inputs={
+        "parquet": Input(f"{RUN}/train.parquet"),
+        "run": Input(f"{RUN}/run.json"),
+        "telemetry": Input(f"{RUN}/telemetry.parquet"),
+        "inference_telemetry": Input(f"{RUN}/inference_telemetry.parquet"),
+        "latency": Input(f"{RUN}/latency.json"),
+        "flops": Input("results/flops/{entry}.json"),
+    },
+    outputs={"utilization": Output(f"{RUN}/utilization.json")},
+    args=(
+        "--log-parquet",
+        In("parquet"),
+        "--run-json",
+        In("run"),
+        "--flops",
+        In("flops"),
+        "--telemetry",
+        In("telemetry"),
+        "--inference-telemetry",
+        In("inference_telemetry"),
+        "--latency-json",
+        In("latency"),
+        "--out",
+        Out("utilization"),
+    ),
+    log="results/logs/utilization/{entry}/seed{seed}.log",
+    values={"run_settings": RUN_SETTINGS},
+    needs=Needs(mem_mb=1000, runtime_min=5),
+)
+
+
+def _ladder(plan: Plan, job: Job) -> list[str]:
+    ladder = plan.config["sensitivity_ladders"].get(plan.task_of(job["entry"]))
+    return ["--ladder", *map(repr, map(float, ladder))] if ladder else []
+
+
+SENSITIVITY = Stage(
+    "sensitivity",
+    "sensitivity",
+    RUN_,
+    inputs={"tsv": Input(f"{RUN}/train.tsv"), "run": Input(f"{RUN}/run.json")},
+    outputs={"sensitivity": Output(f"{RUN}/sensitivity.json")},
+    args=("--tsv", In("tsv"), "--run-json", In("run"), "--out", Out("sensitivity"), Param("ladder")),
+    log="results/logs/sensitivity/{entry}/seed{seed}.log",
+    params={"ladder": _ladder},
+    values={"run_settings": RUN_SETTINGS},
+    config_keys=("config.sensitivity_ladders",),
+    needs=Needs(mem_mb=500, runtime_min=5),
+)
+
+STABILITY = Stage(
+    "stability",
+    "stability",
+    ENTRY,
+    # every seed's result; DVC: the entry's runs directory (an entry's number of seeds may differ from another's)
+    inputs={"tta": Input(lambda plan, job: plan.seed_files(job["entry"], "time_to_accuracy.json"), dvc=lambda plan, job: f"results/runs/{job['entry']}")},
+    outputs={"stability": Output("results/stability/{entry}.json", kind="metric")},
+    args=("--entry", Name("entry"), "--out", Out("stability"), In("tta")),
+    log="results/logs/stability/{entry}.log",
+    needs=Needs(mem_mb=500, runtime_min=5),
+)
+
+EXPORT_DIR = "results/submissions"
+
+
+def _all_runs(name: str) -> Input:
+    return Input(lambda plan, job: plan.run_files(name))
+
+
+EXPORT = Stage(
+    "export_submissions",
+    "export",
+    ONCE,
+    inputs={"run": _all_runs("run.json"), "tta": _all_runs("time_to_accuracy.json"), "tsv": _all_runs("train.tsv"), "latency": _all_runs("latency.json")},
+    outputs={"submissions": Output(EXPORT_DIR, directory=True)},
+    args=("--runs", Param("runs"), "--out", Out("submissions"), "--author", Param("author"), "--author-email", Param("email")),
+    log="results/logs/export_submissions.log",
+    params={
+        "runs": lambda plan, job: [plan.run_dir(e, s) for e, s in plan.runs()],
+        "author": lambda plan, job: plan.config["submission_author"]["name"],
+        "email": lambda plan, job: plan.config["submission_author"]["email"],
+    },
+    config_keys=("config.submission_author",),
+    needs=Needs(mem_mb=500, runtime_min=5),
+)
+
+
+def _submission_inputs(plan: Plan, job: Job) -> list[str]:
+    """Our export as the directory its stage makes; another directory as the
+    files in it, so that a changed or added submission reruns the report (a
+    directory's own time stamp would not)."""
+    import os
+
+    inputs = []
+    for d in plan.config["submission_dirs"]:
+        if os.path.normpath(d) == EXPORT_DIR or not os.path.isdir(d):
+            inputs.append(d)  # made by a stage, or reported missing
+            continue
+        for root, dirs, files in os.walk(d):
+            dirs[:] = sorted(x for x in dirs if not x.startswith("."))
+            inputs += [os.path.join(root, f) for f in sorted(files) if not f.startswith(".")]
+    return inputs
+
+
+REPORT = Stage(
+    "report",
+    "report",
+    ONCE,
+    inputs={
+        "tta": _all_runs("time_to_accuracy.json"),
+        "latency": _all_runs("latency"),  # latency/<backend>.json, found by the command in each run directory
+        "headlines": _all_runs("latency.json"),
+        "logs": _all_runs("train.parquet"),
+        "stability": Input(lambda plan, job: [f"results/stability/{e}.json" for e in plan.entries]),
+        "utilization": _all_runs("utilization.json"),
+        "sensitivity": _all_runs("sensitivity.json"),
+        # DVC compares a directory by content: the directories themselves
+        "submissions": Input(_submission_inputs, dvc=lambda plan, job: list(plan.config["submission_dirs"])),
+        "audit_rules": Input(lambda plan, job: list(plan.config["audit_rules"])),
+    },
+    outputs={
+        "json": Output("results/leaderboard.json"),
+        "html": Output("results/leaderboard.html"),
+        "table": Output("results/runs.parquet"),
+        "csv": Output("results/runs.csv"),
+    },
+    args=(
+        "--runs",
+        Param("runs"),
+        "--stability",
+        In("stability"),
+        "--config-name",
+        Param("name"),
+        Param("submissions"),
+        Param("rules"),
+        "--json",
+        Out("json"),
+        "--html",
+        Out("html"),
+        "--table",
+        Out("table"),
+        "--csv",
+        Out("csv"),
+    ),
+    log="results/logs/report.log",
+    params={
+        "runs": EXPORT.params["runs"],
+        "name": lambda plan, job: plan.config["name"],
+        "submissions": lambda plan, job: ["--submissions", *plan.config["submission_dirs"]],
+        "rules": lambda plan, job: [w for p in plan.config["audit_rules"] for w in ("--rules", p)],
+    },
+    config_keys=("config.name", "config.submission_dirs", "config.audit_rules"),
+    needs=Needs(mem_mb=2000, runtime_min=10),
+)
+
+STAGES: tuple[Stage, ...] = (FETCH, PREPARE, TRAIN, EXTRACT, INFER, FLOPS_STAGE, UTILIZATION, SENSITIVITY, STABILITY, EXPORT, REPORT)

@@ -1,0 +1,114 @@
+"""Layered configuration (dawnpipe.pipeline.config): a config file states only
+what it changes from config/config.yaml, a group of settings merges key by
+key, a per-task table and a list are replaced whole, and every bad value is
+one line naming the file and the field, from `dawnpipe pipeline config` and
+from Snakemake alike, before any job."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import ROOT, run_cli, run_snakemake
+
+from dawnpipe.errors import DawnpipeError
+from dawnpipe.pipeline.config import resolve
+
+
+def project(tmp_path: Path) -> Path:
+    dest = tmp_path / "project"
+    dest.mkdir()
+    for part in ("Snakefile", "workflow", "config", "src", "scripts", "profiles", "envs"):
+        src = ROOT / part
+        (shutil.copytree(src, dest / part, ignore=shutil.ignore_patterns("__pycache__")) if src.is_dir() else shutil.copy2(src, dest / part))
+    return dest
+
+
+def test_the_test_config_is_the_default_with_its_own_changes():
+    config = resolve(["config/test.yaml"], root=ROOT)
+    assert config.files == ("config/config.yaml", "config/test.yaml")
+    v = config.values
+    # from config/config.yaml
+    assert v["entries"] == ["fastnet", "resnet20-dawn"] and v["inference"]["threads"] == 1
+    # its own
+    assert v["name"] == "test" and v["seeds"] == [0, 1] and v["train_limit"] == 3000 and v["test_limit"] == 500
+    assert v["inference"]["warmup"] == 10 and v["inference"]["backends"] == ["eager", "onnxruntime", "tf-function"]
+    assert v["thresholds"] == {"fashion-mnist": 70.0} and v["sensitivity_ladders"] == {"fashion-mnist": [50.0, 60.0, 65.0]}
+    # the schema's defaults, which neither file states
+    assert v["prices"] == "config/prices.yaml" and v["submission_dirs"] == ["results/submissions"] and v["telemetry"] == {"interval_s": 1.0}
+    assert config.where("seeds") == "config/test.yaml" and config.where("entries") == "config/config.yaml"
+    assert config.where("prices").endswith("(default)")
+
+
+def test_a_per_task_table_is_replaced_whole_and_a_group_merged(tmp_path):
+    (tmp_path / "official.yaml").write_text("thresholds: {}\ninference: {backends: [eager]}\n")
+    v = resolve([tmp_path / "official.yaml"], root=ROOT).values
+    assert v["thresholds"] == {}  # the official thresholds, not the default's demo 88%
+    assert v["inference"] == {"threads": 1, "warmup": 50, "backends": ["eager"]}
+
+
+def test_layers_apply_in_order_and_overrides_last(tmp_path):
+    (tmp_path / "a.yaml").write_text("seeds: [1]\nname: a\n")
+    (tmp_path / "b.yaml").write_text("seeds: [2, 3]\n")
+    config = resolve([tmp_path / "a.yaml", tmp_path / "b.yaml"], {"name": "cli"}, root=ROOT)
+    assert config.values["seeds"] == [2, 3] and config.values["name"] == "cli" and config.where("name") == "--config"
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("seedz: [0]\n", "field '(top level)': unknown key 'seedz'"),
+        ("inference: {warmpu: 3}\n", "field 'inference': unknown key 'warmpu' (known: threads, warmup, backends)"),
+        ("train_limit: true\n", "field 'train_limit': expected integer or null, got bool True"),
+        ("seeds: [0, 0.5]\n", "field 'seeds.1': expected integer, got float 0.5"),
+        ("thresholds: {fashion-mnist: .nan}\n", "field 'thresholds.fashion-mnist': not a finite number (NaN or infinity)"),
+        ("thresholds: {fashion-mnist: true}\n", "field 'thresholds.fashion-mnist': expected number, got bool True"),
+        ("telemetry: {interval_s: -1}\n", "field 'telemetry.interval_s': -1 is less than the minimum of 0"),
+        ("- a list\n", "expected a mapping of config keys, got list ['a list']"),
+        ("name: [unclosed\n", "not valid YAML"),
+    ],
+)
+def test_a_bad_layer_is_named_with_its_field(tmp_path, text, message):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text)
+    with pytest.raises(DawnpipeError) as raised:
+        resolve([bad], root=ROOT)
+    assert str(raised.value).startswith(f"{bad}: ") and message in str(raised.value)
+
+
+def test_a_misspelt_task_under_thresholds_is_an_error_not_silence(tmp_path):
+    proj = project(tmp_path)
+    (proj / "config/typo.yaml").write_text("thresholds: {fashion-mnis: 70.0}\n")
+    proc = run_cli("pipeline", "config", "--config", "config/typo.yaml", cwd=proj)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.splitlines() == [
+        "dawnpipe pipeline: error: config/typo.yaml: field 'thresholds.fashion-mnis': unknown task 'fashion-mnis' (known: cifar10, fashion-mnist, imagenet, squad)"
+    ]
+
+
+def test_pipeline_config_prints_the_resolved_configuration(tmp_path):
+    proj = project(tmp_path)
+    proc = run_cli("pipeline", "config", "--config", "config/benchmark.yaml", cwd=proj, check=True)
+    printed = yaml.safe_load(proc.stdout)
+    assert printed == resolve(["config/benchmark.yaml"], root=ROOT).values
+    assert printed["thresholds"] == {} and printed["seeds"] == [0, 1, 2] and printed["inference"]["warmup"] == 50
+
+
+@pytest.mark.slow
+def test_snakemake_stops_before_any_job_with_one_line_naming_the_file(tmp_path):
+    proj = project(tmp_path)
+    (proj / "config/typo.yaml").write_text("inference: {warmpu: 3}\n")
+    proc = run_snakemake(proj, "-n", "results/leaderboard.html", "--configfile", "config/typo.yaml", check=False)
+    assert proc.returncode == 1
+    assert "config/typo.yaml: field 'inference': unknown key 'warmpu' (known: threads, warmup, backends)" in proc.stderr
+    assert "Traceback" not in proc.stderr and "Job stats" not in proc.stdout
+
+
+@pytest.mark.slow
+def test_snakemake_lays_its_config_and_overrides_as_the_generator_does(tmp_path):
+    proj = project(tmp_path)
+    proc = run_snakemake(proj, "-n", "-p", "results/leaderboard.html", "--configfile", "config/test.yaml", "--config", "seeds=[3]")
+    shells = [line for line in proc.stdout.splitlines() if line.startswith("Shell command:") and " train " in line]
+    assert len(shells) == 2 and all("--seed 3 " in s and "--threshold 70.0 " in s and "--train-limit 3000 " in s for s in shells), shells
