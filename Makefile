@@ -1,14 +1,17 @@
 # The two commands of the README, and what they need.
 #   make leaderboard   set up .venv, then run the default config to results/leaderboard.html
-#   make test          set up .venv, then run the whole test suite (what CI runs)
+#   make test          set up .venv, lint, then run the whole test suite (what CI runs)
+#   make dvc.yaml      write dvc.yaml and params.yaml for config/config.yaml (CONFIG=config/x.yaml: laid over it)
 SHELL := /bin/bash
 VENV ?= .venv
 PYTHON ?= python3
-# Rules call `python -m dawnpipe`, so the venv must come first on PATH.
+# snakemake, dvc and python from the venv (jobs run the interpreter snakemake runs under).
 export PATH := $(abspath $(VENV))/bin:$(PATH)
+# ...and this checkout's own code, whatever an editable install elsewhere points at.
+export PYTHONPATH := $(abspath src)$(if $(PYTHONPATH),:$(PYTHONPATH))
 CORES ?= all
 
-.PHONY: setup leaderboard benchmark test test-fast lint lock clean
+.PHONY: setup leaderboard benchmark test test-fast lint dvc.yaml lock clean
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: requirements.txt constraints.txt pyproject.toml scripts/setup.sh
@@ -22,15 +25,24 @@ leaderboard: setup
 benchmark: setup
 	snakemake results/leaderboard.html --cores $(CORES) --configfile config/benchmark.yaml
 
-test: setup
+test: setup lint
 	python -m pytest
 
 # Skips the end-to-end runs of the real tools; for quick local iterations only.
 test-fast: setup
 	python -m pytest -m "not slow"
 
+# Format and lint (ruff), the workflow (snakemake --lint), and dvc.yaml against the stage table.
 lint: setup
+	ruff format --check src tests bench
+	ruff check src tests bench
 	snakemake --lint
+	python -m dawnpipe pipeline dvc --check
+
+# DVC's view of the pipeline, written from the stage table (src/dawnpipe/pipeline/stages.py).
+CONFIG ?=
+dvc.yaml: setup
+	python -m dawnpipe pipeline dvc $(if $(CONFIG),--config $(CONFIG))
 
 lock: setup
 	pip freeze --exclude-editable | sed 's/+cpu$$//' > constraints.body.tmp

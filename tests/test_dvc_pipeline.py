@@ -11,9 +11,10 @@ Two kinds of test:
   training; one changed entry rerunning only its own work.
 
 The pipeline runs a variant of config/test.yaml made inside the temporary
-repository (copied over config/config.yaml, which is what DVC reads): one seed
-and two cheap entries, ``fastnet`` and ``fastnet-b`` (a copy of it), so that a
-change to one has another to leave alone.
+repository (written as its config/config.yaml, then dvc.yaml written from it
+with `dawnpipe pipeline dvc`, as a user would): one seed and two cheap
+entries, ``fastnet`` and ``fastnet-b`` (a copy of it), so that a change to
+one has another to leave alone.
 """
 
 from __future__ import annotations
@@ -35,12 +36,11 @@ import yaml
 from conftest import ROOT, copy_project, run_snakemake, tool_env
 from submission_factory import train_pair
 
-from dawnpipe.argtypes import task_option
 from dawnpipe.cli import COMMANDS
-from dawnpipe.entries import load_entry
+from dawnpipe.pipeline.config import resolve
 
 # What DVC needs besides the parts copy_project takes.
-DVC_PARTS = ["dvc.yaml", ".dvcignore", ".dvc/config", ".dvc/.gitignore", "scripts/dvc-stage", ".gitignore"]
+DVC_PARTS = [".dvcignore", ".dvc/config", ".dvc/.gitignore", ".gitignore"]
 TIMEOUT = 3600  # seconds; training on a shared 2-core machine
 
 
@@ -65,7 +65,8 @@ def run(repo: Path, env: dict, *cmd: str, check: bool = True) -> subprocess.Comp
 
 
 def make_repo(dest: Path, env: dict, config: dict, extra_entries: dict[str, str] | None = None) -> Path:
-    """A git repository of the project whose config/config.yaml is ``config``."""
+    """A git repository of the project whose config/config.yaml is ``config``,
+    with dvc.yaml and params.yaml written for it."""
     copy_project(dest)
     for part in DVC_PARTS:
         (dest / part).parent.mkdir(parents=True, exist_ok=True)
@@ -73,6 +74,7 @@ def make_repo(dest: Path, env: dict, config: dict, extra_entries: dict[str, str]
     (dest / "config/config.yaml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     for entry_id, text in (extra_entries or {}).items():
         (dest / config["entries_dir"] / f"{entry_id}.yaml").write_text(text, encoding="utf-8")
+    run(dest, env, "python", "-m", "dawnpipe", "pipeline", "dvc")
     run(dest, env, "git", "init", "-q", "-b", "main")
     run(dest, env, "git", "add", "-A")
     run(dest, env, "git", "commit", "-q", "-m", "project")
@@ -134,23 +136,16 @@ def snakemake_jobs(workdir: Path) -> list[dict]:
 
 
 def parse_command(argv: list[str]) -> tuple[str, argparse.Namespace]:
-    assert argv[:3] == ["python", "-m", "dawnpipe"], argv
-    command = argv[3]
+    command = argv[0]
     parser = argparse.ArgumentParser()
     importlib.import_module(COMMANDS[command][0]).configure(parser)
-    return command, parser.parse_args(argv[4:])
+    return command, parser.parse_args(argv[1:])
 
 
-def snakemake_command(shell: str) -> tuple[str, argparse.Namespace, str]:
-    """(command, args, log) of a rule's ``python -m dawnpipe ... > log 2>&1`` / ``2>&1 | tee log``."""
+def stage_command(shell: str) -> tuple[str, argparse.Namespace, str]:
+    """(command, args, log) of ``scripts/stage LOG COMMAND ARGS``, the form both front ends run."""
     words = shlex.split(shell)
-    cut = next(i for i, w in enumerate(words) if w in (">", "2>&1", "|"))
-    return (*parse_command(words[:cut]), words[-2] if words[-1] == "2>&1" else words[-1])
-
-
-def dvc_command(cmd: str) -> tuple[str, argparse.Namespace, str]:
-    words = shlex.split(cmd)
-    assert words[0] == "scripts/dvc-stage", cmd
+    assert words[0].endswith("scripts/stage"), shell
     return (*parse_command(words[2:]), words[1])
 
 
@@ -159,57 +154,28 @@ def below(root: str, files: set[str], name_pattern: str) -> set[str]:
     return {f for f in files if PurePosixPath(f).is_relative_to(root) and PurePosixPath(f).match(name_pattern)}
 
 
-def meaning(command: str, args: argparse.Namespace, repo: Path, config: dict, outputs: set[str]) -> dict:
-    """What a stage command does, with the two front ends' spellings made equal:
-    Snakemake names the task's data directory, every input file and the thread
-    count; DVC names data/prepared, the directories holding the runs and leaves
-    threads to the framework (both take the whole machine)."""
-    a = {k: v for k, v in vars(args).items() if "__" not in k}  # per-task options are folded in below
+def meaning(command: str, args: argparse.Namespace, outputs: set[str]) -> dict:
+    """What a stage command does, with the two front ends' spellings made
+    equal: Snakemake passes the job's threads (DVC leaves them to the
+    framework; both take the whole machine) and an entry's seeds' results
+    (DVC: the directory holding them, as an entry's seeds may differ in
+    number from another's)."""
+    a = dict(vars(args))
     if command == "train":
-        from dawnpipe.train.cli import settings_from_args
-
-        entry_task = load_entry(repo / args.entry)["task"]
-        a["settings"] = settings_from_args(argparse.Namespace(**{**vars(args), "entry": repo / args.entry}))
-        del a["threshold"], a["threads"]
-        a["data"] = _task_data(args.data, entry_task)
-    elif command == "flops":
-        a["data"] = _task_data(args.data, load_entry(repo / args.entry)["task"])
-    elif command == "infer":
-        entry_id = Path(args.run_json).parts[-3]
-        a["data"] = _task_data(args.data, load_entry(repo / config["entries_dir"] / f"{entry_id}.yaml")["task"])
-    elif command == "fetch":
-        a["source"] = args.source or task_option(args, "source_for", args.task)
+        del a["threads"]
     elif command == "prepare":
-        # decoding processes (Snakemake passes the job's threads; DVC leaves the
-        # default): the prepared bytes are the same (tests/test_imagenet.py)
+        # decoding processes: the prepared bytes are the same (tests/test_imagenet.py)
         del a["workers"]
     elif command == "stability":
         found = set()
         for path in map(str, args.results):
             found |= below(path, outputs, "time_to_accuracy.json") if not path.endswith(".json") else {path}
         a["results"] = found
-    elif command == "report":
-        runs = set()
-        for path in map(str, args.runs):
-            runs |= {str(PurePosixPath(f).parent) for f in below(path, outputs, "run.json")}
-        stability = set()
-        for path in map(str, args.stability):
-            stability |= below(path, outputs, "*.json") if not path.endswith(".json") else {path}
-        a["runs"], a["stability"] = runs, stability
-    elif command == "export":
-        runs = set()
-        for path in map(str, args.runs):
-            runs |= {str(PurePosixPath(f).parent) for f in below(path, outputs, "run.json")}
-        a["runs"] = runs
-    return {k: str(v) if isinstance(v, Path) else v for k, v in a.items()}
-
-
-def _task_data(data: Path, task: str) -> str:
-    return str(data if data.name == task else data / task)
+    return {k: str(v) if isinstance(v, Path) else [str(x) for x in v] if isinstance(v, list) else v for k, v in a.items()}
 
 
 def benchmark_with_local_sources() -> dict:
-    config = yaml.safe_load((ROOT / "config/benchmark.yaml").read_text(encoding="utf-8"))
+    config = resolve(["config/benchmark.yaml"], root=ROOT).values
     config["data_sources"] = {"fashion-mnist": "/usr/share/datasets/fashion-mnist"}
     return config
 
@@ -217,7 +183,7 @@ def benchmark_with_local_sources() -> dict:
 @pytest.mark.parametrize(
     "config",
     [
-        pytest.param(lambda: yaml.safe_load((ROOT / "config/test.yaml").read_text(encoding="utf-8")), id="test.yaml"),
+        pytest.param(lambda: resolve(["config/test.yaml"], root=ROOT).values, id="test.yaml"),
         pytest.param(benchmark_with_local_sources, id="benchmark.yaml+data_sources"),
     ],
 )
@@ -225,7 +191,7 @@ def test_dvc_and_snakemake_run_the_same_commands_on_the_same_files(tmp_path, con
     config = config()
     env = dvc_env(tmp_path)
     repo = make_repo(tmp_path / "repo", env, config)
-    stages = dvc_stages(repo, env)
+    stages = {name: s for name, s in dvc_stages(repo, env).items() if name != "pipeline"}  # DVC's own check
     jobs = snakemake_jobs(repo)
     assert len(jobs) == len(stages), (sorted(j["rule"] for j in jobs), sorted(stages))
     outputs = {o for s in stages.values() for o in s["outs"]}
@@ -234,10 +200,10 @@ def test_dvc_and_snakemake_run_the_same_commands_on_the_same_files(tmp_path, con
         name = by_files.get(frozenset(job["files"]))
         assert name, f"no DVC stage writes exactly what Snakemake's {job['rule']} writes: {sorted(job['files'])}"
         assert name.split("@")[0] == job["rule"]
-        s_command, s_args, s_log = snakemake_command(job["shell"])
-        d_command, d_args, d_log = dvc_command(stages[name]["cmd"])
+        s_command, s_args, s_log = stage_command(job["shell"])
+        d_command, d_args, d_log = stage_command(stages[name]["cmd"])
         assert (d_command, d_log) == (s_command, s_log)
-        assert meaning(d_command, d_args, repo, config, outputs) == meaning(s_command, s_args, repo, config, outputs), name
+        assert meaning(d_command, d_args, outputs) == meaning(s_command, s_args, outputs), name
 
 
 # ---------------------------------------------------------------- the pipeline
@@ -247,7 +213,7 @@ SHARED_NAME = "team_resnet9_1v100_pytorch"
 
 
 def variant_of_test_config() -> tuple[dict, dict[str, str]]:
-    config = yaml.safe_load((ROOT / "config/test.yaml").read_text(encoding="utf-8"))
+    config = resolve(["config/test.yaml"], root=ROOT).values
     config["entries"], config["seeds"] = ["fastnet", "fastnet-b"], [0]
     # a directory of someone else's DAWNBench submissions, audited and ranked
     # with the runs: both front ends must pass it to the report
@@ -274,10 +240,10 @@ def built(tmp_path_factory, fashion_mnist_source):
 def test_repro_runs_every_stage_once_and_writes_every_output(built):
     names = run(built.repo, built.env, "dvc", "stage", "list", "--name-only").stdout.split()
     ran = stages_run(built.first)
-    # fetch, prepare; per run train, extract, infer, utilization, sensitivity; per entry flops, stability;
-    # export_submissions; report
-    assert sorted(ran) == sorted(names) and len(names) == 2 + 2 * 5 + 2 * 2 + 1 + 1
-    assert ran.index("report@leaderboard") == len(ran) - 1
+    # pipeline (the check); fetch, prepare; per run train, extract, infer, utilization, sensitivity;
+    # per entry flops, stability; export_submissions; report
+    assert sorted(ran) == sorted(names) and len(names) == 1 + 2 + 2 * 5 + 2 * 2 + 1 + 1
+    assert ran.index("report") == len(ran) - 1
     files = tracked_files(built.repo)
     for entry in built.config["entries"]:
         for name in ("train.tsv", "train.parquet", "model.pt", "run.json", "time_to_accuracy.json", "latency.json", "latency.parquet"):
@@ -298,7 +264,10 @@ def test_second_repro_does_nothing_and_status_is_clean(built):
 
 
 @pytest.mark.slow
-def test_editing_comments_and_number_formats_reruns_nothing(built):
+def test_editing_comments_and_number_formats_reruns_nothing_but_the_check(built):
+    """The files a configuration is made of are deps of the stage `pipeline`
+    (the check that dvc.yaml is up to date): it runs, passes, writes the same
+    log, and nothing else reruns."""
     repo, env = built.repo, built.env
     entry = repo / "config/entries/fastnet-b.yaml"
     text = entry.read_text(encoding="utf-8")
@@ -309,11 +278,13 @@ def test_editing_comments_and_number_formats_reruns_nothing(built):
         with open(repo / name, "a", encoding="utf-8") as f:
             f.write("# a comment at the end\n")
     try:
-        assert status(repo, env) == {}
-        dry = run(repo, env, "dvc", "repro", "--dry")
-        assert stages_run(dry.stdout) == []
+        assert set(status(repo, env)) == {"pipeline"}
+        assert stages_run(run(repo, env, "dvc", "repro").stdout) == ["pipeline"]
+        assert (repo / "results/logs/pipeline.log").read_text().startswith("pipeline: dvc.yaml and params.yaml are up to date")
     finally:
         run(repo, env, "git", "checkout", "--", "config")
+        run(repo, env, "dvc", "repro")  # the check again, on the committed files
+    assert status(repo, env) == {} and run(repo, env, "git", "status", "--porcelain").stdout == ""
 
 
 @pytest.mark.slow
@@ -424,7 +395,7 @@ def test_changing_one_entry_reruns_only_its_work(built):
     assert list(diff) == ["config/entries/fastnet-b.yaml"] and list(diff["config/entries/fastnet-b.yaml"]) == ["hyperparameters.lr"]
     assert {k: diff["config/entries/fastnet-b.yaml"]["hyperparameters.lr"][k] for k in ("old", "new")} == {"old": 0.2, "new": 0.25}
     # flops reads the network, batch, precision and layout, not the learning rate: not rerun
-    assert set(status(repo, env)) == {"train@fastnet-b-0"}
+    assert set(status(repo, env)) == {"pipeline", "train@fastnet-b-0"}  # the check: the entry file changed
     before = tracked_files(repo)
     ran = stages_run(run(repo, env, "dvc", "repro").stdout)
     assert sorted(ran) == sorted(
@@ -436,7 +407,8 @@ def test_changing_one_entry_reruns_only_its_work(built):
             "utilization@fastnet-b-0",
             "sensitivity@fastnet-b-0",
             "export_submissions",
-            "report@leaderboard",
+            "report",
+            "pipeline",
         ]
     )
     after = tracked_files(repo)

@@ -61,7 +61,18 @@ def test_every_requirement_is_pinned_exactly():
             assert PIN.match(line), f"requirements.txt: {line!r} is not an exact pin"
 
 
-def test_rules_name_existing_envs():
-    rules = "\n".join(p.read_text() for p in (ROOT / "workflow/rules").glob("*.smk"))
-    named = set(re.findall(r"envs/([\w.-]+\.yaml)", rules))
-    assert named and named <= {e.name for e in ENVS}
+def test_every_stage_names_an_existing_env(monkeypatch):
+    """The stage table names each stage's conda env (workflow/rules/common.smk
+    turns it into envs/<name>.yaml), for every entry of a config with
+    PyTorch and TensorFlow entries."""
+    from dawnpipe.pipeline.config import resolve
+    from dawnpipe.pipeline.plan import Plan
+    from dawnpipe.pipeline.stages import STAGES
+
+    monkeypatch.chdir(ROOT)
+    plan = Plan(resolve(["config/benchmark.yaml"]))
+    named = set()
+    for stage in STAGES:
+        envs = [stage.env] if isinstance(stage.env, str) else [stage.env(plan, {"entry": e}) for e in plan.entries]
+        named |= {f"{e}.yaml" for e in envs}
+    assert named == {e.name for e in ENVS}

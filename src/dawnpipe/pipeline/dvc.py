@@ -64,7 +64,7 @@ def _item(stage: Stage, plan: Plan, job: Job, width: int) -> dict[str, Any]:
     """Everything of one job that differs from another job of the stage."""
     deps = _deps(stage, plan, job)
     deps += deps[:1] * (width - len(deps))  # one shape for every item of a foreach: a repeated dep counts once
-    files = [path for p in render.dvc_params(stage, plan, job) for path in p if path != "params.yaml"]
+    files = [path for path, _ in render.dvc_params(stage, plan, job)]
     log = render.fill(stage.log, job)
     item = {
         "cmd": shlex.join([render.STAGE_SCRIPT, log, *render.command(stage, plan, job)]),
@@ -72,17 +72,19 @@ def _item(stage: Stage, plan: Plan, job: Job, width: int) -> dict[str, Any]:
         "outs": render.outputs(stage, job) | {"log": log},
         "params": {f"p{i}": f for i, f in enumerate(files)},
         "title": " seed ".join(job.values()),
+        "task": render.job_task(plan, job) if any("{task}" in k for k in stage.config_keys) else None,
     }
-    return {k: v for k, v in item.items() if v != {}}
+    return {k: v for k, v in item.items() if v not in ({}, None)}
 
 
 def _body(stage: Stage, plan: Plan, job: Job, item: dict[str, Any], ref, code: list[str]) -> dict[str, Any]:
     """A stage's body; ``ref(kind, name)`` is how it names a value of ``item``
     (``${item.deps.d0}`` in a foreach, the value itself in a single stage)."""
     body: dict[str, Any] = {"cmd": ref("cmd"), "deps": [ref("deps", d) for d in item.get("deps", {})] + code}
-    sample = [p for p in render.dvc_params(stage, plan, job) if "params.yaml" not in p]
-    params = [{ref("params", f"p{i}"): next(iter(p.values()))} for i, p in enumerate(sample)]
-    params += [{"params.yaml": sorted(stage.config_keys)}] if stage.config_keys else []
+    params = [{ref("params", f"p{i}"): keys} for i, (_, keys) in enumerate(render.dvc_params(stage, plan, job))]
+    if stage.config_keys:
+        task = ref("task") if "task" in item else None
+        params.append({"params.yaml": sorted(k.replace("{task}", task) if task else k for k in stage.config_keys)})
     if params:
         body["params"] = params
     kinds: dict[str, list] = {"out": [], "metric": [], "plot": []}
@@ -116,10 +118,23 @@ def check_stage(config: Config, plan: Plan, src: Path) -> dict[str, Any]:
     files = sorted({*config.files, *(e.file for e in plan.entries.values()), str(SCHEMA), config["prices"]})
     args = ["pipeline", "dvc", "--check"]  # for the config files params.yaml records
     code = render._code(src, ("dawnpipe.__main__", "dawnpipe.cli", "dawnpipe.pipeline.cli"))
+    # No outs: Snakemake, which never runs this stage, must leave nothing for `dvc commit` to miss.
+    return {"cmd": shlex.join([render.STAGE_SCRIPT, CHECK_LOG, *args]), "deps": [*files, *code]}
+
+
+def task_params(plan: Plan) -> dict[str, dict[str, Any]]:
+    """What each task of the configuration resolves to (its threshold, demo or
+    official, and its ladder, source and checksums), so a stage lists the one
+    value it uses: another task's demo threshold reruns nothing of this one."""
+    c = plan.config
     return {
-        "cmd": shlex.join([render.STAGE_SCRIPT, CHECK_LOG, *args]),
-        "deps": [*files, *code],
-        "outs": [{CHECK_LOG: {"cache": False}}],
+        t: {
+            "threshold": plan.threshold(t),
+            "sensitivity_ladder": c["sensitivity_ladders"].get(t),
+            "data_source": c["data_sources"].get(t),
+            "data_checksums": c["data_checksums"].get(t),
+        }
+        for t in plan.tasks()
     }
 
 
@@ -132,7 +147,18 @@ def documents(config: Config, src: Path = Path("src")) -> tuple[str, str]:
             stages[stage.name] = stage_yaml(stage, plan, src)
     args = "".join(f" --config {f}" for f in config.files[1:])
     header = HEADER.format(args=args, files=" + ".join(config.files))
-    dvc_text = header + yaml.safe_dump({"stages": stages}, sort_keys=False, width=1000, allow_unicode=True)
-    params = {"config_files": list(config.files), "config": config.values}
-    params_text = header + yaml.safe_dump(params, sort_keys=False, width=1000, allow_unicode=True)
+    dvc_text = header + _dump({"stages": stages})
+    params = {"config_files": list(config.files), "config": config.values, "tasks": task_params(plan)}
+    params_text = header + _dump(params)
     return dvc_text, params_text
+
+
+class _NoAliases(yaml.SafeDumper):
+    """Every value written out where it is used (no ``&id001``/``*id001``)."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def _dump(doc: Any) -> str:
+    return yaml.dump(doc, Dumper=_NoAliases, sort_keys=False, width=1000, allow_unicode=True)

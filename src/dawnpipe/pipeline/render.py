@@ -101,17 +101,19 @@ def values_hash(stage: Stage, plan: Plan, job: Job) -> str:
     return plan.values_hash({name: value(plan, job) for name, (value, _) in sorted(stage.values.items())})
 
 
-def dvc_params(stage: Stage, plan: Plan, job: Job) -> list[Any]:
-    """DVC's params of a job: the files it reads by value (``None``: every
-    key) and the params.yaml keys its command carries."""
+def dvc_params(stage: Stage, plan: Plan, job: Job) -> list[tuple[str, list[str] | None]]:
+    """The files a job reads by value, with their keys (``None``: every key)."""
     merged: dict[str, set[str] | None] = {}
     for _, (_, params) in sorted(stage.values.items()):
         for path, keys in params(plan, job).items():
             whole = keys is None or (path in merged and merged[path] is None)
             merged[path] = None if whole else {*(merged.get(path) or ()), *keys}
-    if stage.config_keys:
-        merged["params.yaml"] = {*(merged.get("params.yaml") or ()), *stage.config_keys}
-    return [{path: None if keys is None else sorted(keys)} for path, keys in merged.items()]
+    return [(path, None if keys is None else sorted(keys)) for path, keys in merged.items()]
+
+
+def job_task(plan: Plan, job: Job) -> str | None:
+    """The task a job works on: its own, or its entry's."""
+    return job.get("task") or (plan.task_of(job["entry"]) if "entry" in job else None)
 
 
 @functools.cache

@@ -117,7 +117,9 @@ class Stage:
     params: dict[str, Value] = field(default_factory=dict)
     # rerun on these values (by value, not bytes): name -> (Snakemake's value, DVC's params)
     values: dict[str, tuple[Value, Callable[[Plan, Job], dict[str, list[str] | None]]]] = field(default_factory=dict)
-    config_keys: tuple[str, ...] = ()  # the config keys its command carries (DVC params: `dvc params diff`)
+    # params.yaml keys whose values its command carries (DVC params, for `dvc params diff`);
+    # "{task}": the job's task (tasks.<task>.* is the resolved per-task part, dawnpipe.pipeline.dvc)
+    config_keys: tuple[str, ...] = ()
     code: Callable[[Plan], list[str]] | None = None  # modules picked by name at run time (registries)
     needs: Needs = Needs()
     env: str | Callable[[Plan, Job], str] = "report"  # envs/<env>.yaml for --sdm conda
@@ -137,8 +139,14 @@ def run_settings_value(plan: Plan, job: Job) -> str:
     return plan.values_hash(plan.run_settings(job["entry"], job["seed"]))
 
 
-def run_settings_params(plan: Plan, job: Job) -> dict[str, list[str] | None]:
-    return {_entry(plan, job).file: None, "params.yaml": ["config.thresholds", "config.train_limit", "config.test_limit", "config.stop_at_threshold"]}
+def entry_params(plan: Plan, job: Job) -> dict[str, list[str] | None]:
+    """DVC: every value of the entry file (the run's other settings are in its command)."""
+    return {_entry(plan, job).file: None}
+
+
+def no_params(plan: Plan, job: Job) -> dict[str, list[str] | None]:
+    """DVC: nothing; it compares the train stage's outputs a later stage reads by content."""
+    return {}
 
 
 def flops_value(plan: Plan, job: Job) -> str:
@@ -159,7 +167,8 @@ def prices_params(plan: Plan, job: Job) -> dict[str, list[str] | None]:
     return {plan.config["prices"]: None}
 
 
-RUN_SETTINGS = (run_settings_value, run_settings_params)
+RECIPE = (run_settings_value, entry_params)  # the train stage's
+RUN_SETTINGS = (run_settings_value, no_params)  # the later stages of a run
 FLOPS = (flops_value, flops_params)
 PRICES = (prices_value, prices_params)
 
@@ -201,7 +210,7 @@ FETCH = Stage(
     args=(Name("task"), "--dest", Out("raw"), "--cache", "data/.partial/{task}", Param("source"), Param("expect")),
     log="results/logs/fetch/{task}.log",
     params={"source": _fetch_args, "expect": lambda plan, job: [w for p in _checksums(plan, job) for w in ("--expect", p)]},
-    config_keys=("config.data_sources", "config.data_checksums"),
+    config_keys=("tasks.{task}.data_source", "tasks.{task}.data_checksums"),
     needs=Needs(mem_mb=1000, runtime_min=60),
 )
 
@@ -276,8 +285,8 @@ TRAIN = Stage(
         # a new interval re-samples, which takes the run again: a deliberate rerun trigger
         "telemetry_interval": lambda plan, job: repr(float(plan.config["telemetry"]["interval_s"])),
     },
-    values={"run_settings": RUN_SETTINGS},
-    config_keys=("config.thresholds", "config.train_limit", "config.test_limit", "config.stop_at_threshold", "config.telemetry"),
+    values={"run_settings": RECIPE},
+    config_keys=("tasks.{task}.threshold", "config.train_limit", "config.test_limit", "config.stop_at_threshold", "config.telemetry"),
     code=lambda plan: trainer_modules(),
     needs=Needs(timed=True, mem_mb=8000, runtime_min=120),
     env=train_env,
@@ -298,13 +307,13 @@ EXTRACT = Stage(
         "tsv": Input(f"{RUN}/train.tsv"),
         "parquet": Input(f"{RUN}/train.parquet"),
         "run": Input(f"{RUN}/run.json"),
-        "prices": Input(lambda plan, job: plan.config["prices"]),
     },
     outputs={"tta": Output(f"{RUN}/time_to_accuracy.json", kind="metric")},
-    args=("--tsv", In("tsv"), "--log-parquet", In("parquet"), "--run-json", In("run"), "--prices", In("prices"), "--out", Out("tta")),
+    args=("--tsv", In("tsv"), "--log-parquet", In("parquet"), "--run-json", In("run"), "--prices", Param("prices"), "--out", Out("tta")),
     log="results/logs/extract/{entry}/seed{seed}.log",
+    params={"prices": lambda plan, job: plan.config["prices"]},
+    # the price table by value (a comment edit reruns nothing), not as a file
     values={"run_settings": RUN_SETTINGS, "prices": PRICES},
-    config_keys=("config.prices",),
     needs=Needs(mem_mb=500, runtime_min=5),
 )
 
@@ -323,7 +332,6 @@ INFER = Stage(
         "checkpoint": Input(f"{RUN}/model.pt"),
         "run": Input(f"{RUN}/run.json"),
         "data": Input(prepared),
-        "prices": Input(lambda plan, job: plan.config["prices"]),
     },
     outputs={
         "results": Output(f"{RUN}/latency", directory=True),  # latency/<backend>.json + .parquet
@@ -340,7 +348,7 @@ INFER = Stage(
         "--data",
         In("data"),
         "--prices",
-        In("prices"),
+        Param("prices"),
         "--out-dir",
         Out("results"),
         "--out",
@@ -361,6 +369,7 @@ INFER = Stage(
     ),
     log="results/logs/infer/{entry}/seed{seed}.log",
     params={
+        "prices": EXTRACT.params["prices"],
         # framework threads; the job itself reserves the whole machine (Needs.timed)
         "framework_threads": lambda plan, job: str(plan.config["inference"]["threads"]),
         "warmup": lambda plan, job: str(plan.config["inference"]["warmup"]),
@@ -370,7 +379,7 @@ INFER = Stage(
         "telemetry_interval": TRAIN.params["telemetry_interval"],
     },
     values={"run_settings": RUN_SETTINGS, "prices": PRICES},
-    config_keys=("config.inference", "config.test_limit", "config.telemetry", "config.prices"),
+    config_keys=("config.inference", "config.test_limit", "config.telemetry"),
     code=_backend_modules,
     needs=Needs(timed=True, mem_mb=4000, runtime_min=60),
     env=train_env,
@@ -442,7 +451,7 @@ SENSITIVITY = Stage(
     log="results/logs/sensitivity/{entry}/seed{seed}.log",
     params={"ladder": _ladder},
     values={"run_settings": RUN_SETTINGS},
-    config_keys=("config.sensitivity_ladders",),
+    config_keys=("tasks.{task}.sensitivity_ladder",),
     needs=Needs(mem_mb=500, runtime_min=5),
 )
 

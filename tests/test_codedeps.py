@@ -1,0 +1,94 @@
+"""A stage's code, read off its imports (dawnpipe.pipeline.codedeps): module
+and function-level imports, absolute and relative, parent packages, the data
+files beside each module; and on the real package, the same list for
+Snakemake's rules and DVC's stages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from conftest import ROOT
+
+from dawnpipe.pipeline.codedeps import closure, code_files
+
+
+def make_package(src: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = src / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return src
+
+
+def test_imports_anywhere_in_a_module_are_followed(tmp_path):
+    src = make_package(
+        tmp_path / "src",
+        {
+            "dawnpipe/__init__.py": "",
+            "dawnpipe/cli.py": "import importlib\n",
+            "dawnpipe/stage.py": "def run():\n    from dawnpipe.helper import help_me\n    return help_me()\n",
+            "dawnpipe/helper.py": "from . import leaf\nfrom .pkg import mod\n",
+            "dawnpipe/leaf.py": "import numpy\n",
+            "dawnpipe/pkg/__init__.py": "",
+            "dawnpipe/pkg/mod.py": "from ..leaf import x\n",
+            "dawnpipe/pkg/rules.yaml": "a: 1\n",
+            "dawnpipe/pkg/templates/page.j2": "{{ x }}\n",
+            "dawnpipe/pkg/templates/sections/part.j2": "\n",
+            "dawnpipe/pkg/sub/__init__.py": "",
+            "dawnpipe/pkg/sub/own.yaml": "b: 2\n",
+            "dawnpipe/unused.py": "import dawnpipe.stage\n",
+        },
+    )
+    assert closure(src, ["dawnpipe.stage"]) == {"dawnpipe", "dawnpipe.stage", "dawnpipe.helper", "dawnpipe.leaf", "dawnpipe.pkg", "dawnpipe.pkg.mod"}
+    files = code_files(src, ["dawnpipe.stage"])
+    assert files == [
+        "src/dawnpipe/__init__.py",
+        "src/dawnpipe/helper.py",
+        "src/dawnpipe/leaf.py",
+        "src/dawnpipe/pkg/__init__.py",
+        "src/dawnpipe/pkg/mod.py",
+        "src/dawnpipe/pkg/rules.yaml",  # data beside a module it imports
+        "src/dawnpipe/pkg/templates/page.j2",  # and in its non-package sub-directories
+        "src/dawnpipe/pkg/templates/sections/part.j2",
+        "src/dawnpipe/stage.py",
+    ]  # not unused.py (nothing imports it), not pkg/sub (a package of its own, not imported)
+
+
+def test_snakemake_and_dvc_list_the_same_code_for_each_stage(monkeypatch):
+    """The rules' `code` inputs and dvc.yaml's deps come from one function:
+    the code files dvc.yaml lists for each stage are the ones it computes."""
+    from dawnpipe.pipeline import render
+    from dawnpipe.pipeline.config import resolve
+    from dawnpipe.pipeline.plan import Plan
+    from dawnpipe.pipeline.stages import STAGES
+
+    monkeypatch.chdir(ROOT)
+    plan = Plan(resolve([]))
+    dvc = yaml.safe_load((ROOT / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
+    for stage in STAGES:
+        code = render.code(stage, plan, Path("src"))
+        body = dvc[stage.name].get("do", dvc[stage.name])
+        assert [d for d in body["deps"] if d.startswith("src/")] == code, stage.name
+
+
+def test_a_stage_runs_its_own_command_and_not_the_others(monkeypatch):
+    from dawnpipe.cli import COMMANDS
+    from dawnpipe.pipeline import render
+    from dawnpipe.pipeline.config import resolve
+    from dawnpipe.pipeline.plan import Plan
+    from dawnpipe.pipeline.stages import STAGES
+
+    monkeypatch.chdir(ROOT)
+    plan = Plan(resolve([]))
+    code = {s.name: set(render.code(s, plan, Path("src"))) for s in STAGES}
+    for stage in STAGES:
+        assert "src/" + COMMANDS[stage.command][0].replace(".", "/") + ".py" in code[stage.name], stage.name
+    # every trainer an entry may pick at run time is the train stage's code
+    assert {"src/dawnpipe/train/torch_trainer.py", "src/dawnpipe/train/tf_trainer.py", "src/dawnpipe/train/squad_trainer.py"} <= code["train"]
+    # the report does not run training code, and extracting a time runs no model
+    assert "src/dawnpipe/train/torch_trainer.py" not in code["report"]
+    assert not any(f.startswith("src/dawnpipe/models/") for f in code["extract"])
+    # the configured inference backends' modules are the infer stage's code
+    assert {"src/dawnpipe/infer/torch_backend.py", "src/dawnpipe/infer/onnx_int8_backend.py"} <= code["infer"]
+    assert "src/dawnpipe/infer/compile_backend.py" not in code["infer"]  # not in config/config.yaml's backends
