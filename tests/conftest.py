@@ -44,6 +44,15 @@ def run_snakemake(workdir: Path, *args: str, timeout: float = 1200, check: bool 
     return proc
 
 
+def resolved_config(project: Path, name: str) -> dict:
+    """A config of ``project`` as the pipeline reads it: laid over its
+    config/config.yaml (configs state only what they change). Writing the
+    result to a file gives a complete config, itself a valid layer."""
+    from dawnpipe.pipeline.config import resolve
+
+    return resolve([] if name == "config/config.yaml" else [name], root=project).values
+
+
 def copy_project(dest: Path) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     for part in PROJECT_PARTS:

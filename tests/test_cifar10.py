@@ -12,7 +12,7 @@ import tarfile
 import numpy as np
 import pytest
 import yaml
-from conftest import copy_project, run_cli, run_snakemake
+from conftest import copy_project, resolved_config, run_cli, run_snakemake
 from vision_data import md5_of, py2_pickle, serve, write_cifar10_tarball
 
 OFFICIAL_MD5 = "c58f30108f718f92721af3b95e74349a"
@@ -163,7 +163,7 @@ def test_cifar10_end_to_end_through_snakemake(mirror, tmp_path):
     with the generated file's checksum: fetch, prepare, train 2 epochs of both
     smoke entries, extract, infer, report."""
     work = copy_project(tmp_path / "project")
-    config = yaml.safe_load((work / "config" / "test-cifar10.yaml").read_text())
+    config = resolved_config(work, "config/test-cifar10.yaml")
     config["data_sources"] = {"cifar10": mirror["url"]}
     (work / "config" / "refused.yaml").write_text(yaml.safe_dump(config))
     proc = run_snakemake(work, "results/leaderboard.html", "--configfile", "config/refused.yaml", check=False)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 import yaml
-from conftest import copy_project, run_cli, run_snakemake
+from conftest import copy_project, resolved_config, run_cli, run_snakemake
 from vision_data import WNIDS, imagenet_files, md5_of, serve, write_imagenet_archives, write_imagenet_folders
 
 ARCHIVES = ("ILSVRC2012_img_train.tar", "ILSVRC2012_img_val.tar")
@@ -299,7 +299,7 @@ def test_imagenet_end_to_end_through_snakemake(sources, tmp_path):
     fetch (generated checksums), prepare shards, train the 1/8-width ResNet-50
     for 2 epochs streaming from the shards, extract, infer (top-5), report."""
     work = copy_project(tmp_path / "project")
-    config = yaml.safe_load((work / "config" / "test-imagenet.yaml").read_text())
+    config = resolved_config(work, "config/test-imagenet.yaml")
     config["data_sources"] = {"imagenet": sources["url"]}
     config["data_checksums"] = {"imagenet": str(sources["expect"])}
     (work / "config" / "run.yaml").write_text(yaml.safe_dump(config))

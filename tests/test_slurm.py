@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from conftest import ROOT, copy_project, run_snakemake, tool_env
+from conftest import ROOT, copy_project, resolved_config, run_snakemake, tool_env
 from tiny_training import TINY_ENTRY
 
 from dawnpipe.schemas.results import RunLog, validate
@@ -225,7 +225,7 @@ def test_two_processes_started_by_srun(slurm_workflow, slurm_cluster):
     work = slurm_workflow["work"]
     entry = {**TINY_ENTRY, "description": "tiny, 2 processes", "distributed": {"nodes": 1, "processes_per_node": 2}}
     (work / "config/entries/tiny-2proc.yaml").write_text(yaml.safe_dump(entry, sort_keys=False))
-    config = yaml.safe_load((work / "config/test.yaml").read_text())
+    config = resolved_config(work, "config/test.yaml")
     config.update(name="ddp-slurm", entries=["tiny-2proc"], seeds=[0], train_limit=2000, test_limit=1000)
     (work / "config/ddp.yaml").write_text(yaml.safe_dump(config))
     run_snakemake(work, "--profile", "profiles/slurm", "results/runs/tiny-2proc/seed0/time_to_accuracy.json", "--configfile", "config/ddp.yaml", timeout=1800)
@@ -248,7 +248,7 @@ def test_gpu_data_parallel_job_gets_gpus_and_tasks_stand_in(slurm_workflow, slur
     work = slurm_workflow["work"]
     entry = {**TINY_ENTRY, "device": "cuda", "distributed": {"nodes": 1, "processes_per_node": 2}}
     (work / "config/entries/tiny-gpu2.yaml").write_text(yaml.safe_dump(entry, sort_keys=False))
-    config = yaml.safe_load((work / "config/test.yaml").read_text())
+    config = resolved_config(work, "config/test.yaml")
     config.update(name="gpu-slurm", entries=["tiny-gpu2"], seeds=[0])
     (work / "config/gpu.yaml").write_text(yaml.safe_dump(config))
     proc = run_snakemake(

@@ -12,7 +12,7 @@ import json
 import pandas as pd
 import pytest
 import yaml
-from conftest import copy_project, run_snakemake
+from conftest import copy_project, resolved_config, run_snakemake
 from local_http import serve
 from squad_synth import write_expect, write_squad_files
 
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 
 
 def write_config(work, url, expect) -> str:
-    config = yaml.safe_load((work / "config" / "test-squad.yaml").read_text())
+    config = resolved_config(work, "config/test-squad.yaml")
     config["data_sources"] = {"squad": url}
     config["data_checksums"] = {"squad": str(expect)}
     (work / "config" / "test-squad-http.yaml").write_text(yaml.safe_dump(config))
@@ -48,7 +48,7 @@ def test_squad_from_http_to_leaderboard(tmp_path):
         run_snakemake(work, "results/leaderboard.html", "--cores", "2", "--configfile", write_config(work, url, expect))
     assert {name for name, _ in log} == {"train-v1.1.json", "dev-v1.1.json"}
 
-    config = yaml.safe_load((work / "config" / "test-squad.yaml").read_text())
+    config = resolved_config(work, "config/test-squad.yaml")
     threshold = config["thresholds"]["squad"]
     for seed in config["seeds"]:
         run = work / "results" / "runs" / "drqa-small" / f"seed{seed}"

@@ -11,7 +11,7 @@ import re
 import pandas as pd
 import pytest
 import yaml
-from conftest import copy_project, run_snakemake
+from conftest import copy_project, resolved_config, run_snakemake
 
 from dawnpipe.logs import read_run_tsv
 from dawnpipe.schemas.results import RunLog, log_model, validate
@@ -25,7 +25,7 @@ ENTRIES = ["resnet20-dawn", "resnet20-dawn-tf"]
 @pytest.fixture(scope="module")
 def tf_workflow(tmp_path_factory, fashion_mnist_source):
     work = copy_project(tmp_path_factory.mktemp("tfwf"))
-    config = yaml.safe_load((work / "config/test.yaml").read_text())
+    config = resolved_config(work, "config/test.yaml")
     config.update(name="tf-test", entries=ENTRIES, seeds=[0], thresholds={"fashion-mnist": 50.0})
     (work / "config/tf-test.yaml").write_text(yaml.safe_dump(config))
     run_snakemake(work, "results/leaderboard.html", "--configfile", "config/tf-test.yaml", timeout=3000)

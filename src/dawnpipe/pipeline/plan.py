@@ -51,6 +51,23 @@ class Plan:
             path = os.path.join(config["entries_dir"], f"{entry_id}.yaml")
             recipe = load_entry(path)
             self.entries[entry_id] = Entry(entry_id, path, recipe, tuple(config["seeds"]))
+        self.check_backends()
+
+    def check_backends(self) -> None:
+        """Every entry is answered by at least one of inference.backends, and every name there exists."""
+        from dawnpipe.infer.backends import backends_for
+        from dawnpipe.infer.items import item_kind
+
+        wanted = self.config["inference"]["backends"]
+        where = f"{self.config.where('inference')}: field 'inference.backends'"
+        for e in self.entries.values():
+            items = item_kind(self.task(e.task)).name
+            try:
+                found = backends_for(e.framework, items, wanted)
+            except DawnpipeError as err:
+                raise DawnpipeError(f"{where}: {err}") from None
+            if not found:
+                raise DawnpipeError(f"{where}: none of {wanted} answers entry {e.id}'s {items} items from {e.framework} checkpoints")
 
     # ------------------------------------------------------------ what runs
     def runs(self) -> list[tuple[str, int]]:
