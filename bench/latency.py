@@ -78,6 +78,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
+from dawnpipe.checkpoint import load_checkpoint  # noqa: E402
 from dawnpipe.infer.backends import get_backend, load_backend  # noqa: E402
 from dawnpipe.infer.items import KINDS  # noqa: E402
 from dawnpipe.infer.latency import latency_stats  # noqa: E402
@@ -109,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     task, kind = get_task("fashion-mnist"), KINDS["image"]
-    threshold = float(torch.load(args.checkpoint, map_location="cpu", weights_only=False)["threshold"])
+    threshold = float(load_checkpoint(args.checkpoint)["threshold"])
     inference = kind.load(task, args.data, None)
     n = len(inference.items)
     names = ["eager", *[b for b in args.backends if b != "eager"]]

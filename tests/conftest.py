@@ -102,6 +102,14 @@ def fashion_mnist_source(tmp_path_factory) -> str:
 
 
 @pytest.fixture(scope="session")
+def prepared_fashion_mnist(tmp_path_factory, fashion_mnist_source) -> Path:
+    """The real Fashion-MNIST fetched and prepared once per session (read-only: copy before changing it)."""
+    from tiny_training import prepare_fashion_mnist
+
+    return prepare_fashion_mnist(fashion_mnist_source, tmp_path_factory.mktemp("fashion-mnist-prepared"))
+
+
+@pytest.fixture(scope="session")
 def test_workflow(tmp_path_factory, fashion_mnist_source) -> Path:
     """A copy of the project where config/test.yaml has run to the leaderboard."""
     work = copy_project(tmp_path_factory.mktemp("wf"))

@@ -117,7 +117,7 @@ def test_stability_names_the_result_of_another_entry(tmp_path):
     [
         (
             b"task: no-such-task\nframework: pytorch\nmodel: fastnet\nhardware: local-cpu\nhyperparameters: {batch_size: 8, epochs: 1, lr: 0.1}\n",
-            "task: unknown task 'no-such-task'",
+            "field 'task': unknown task 'no-such-task'",
         ),
         (b"task: fashion-mnist\nmodel: \xff\xfe\n", "not UTF-8 text"),
     ],

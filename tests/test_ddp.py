@@ -13,7 +13,7 @@ import pytest
 from conftest import ROOT, run_cli, tool_env
 from hypothesis import given
 from hypothesis import strategies as st
-from tiny_training import prepare_fashion_mnist, read_log, train_args, write_entry
+from tiny_training import read_log, train_args, write_entry
 
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.logs import read_run_tsv
@@ -85,10 +85,10 @@ def test_several_nodes_without_slurm_is_a_clear_error(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory, fashion_mnist_source):
+def runs(tmp_path_factory, prepared_fashion_mnist):
     """The tiny recipe trained by one process and by two (torchrun, gloo)."""
     root = tmp_path_factory.mktemp("ddp")
-    data = prepare_fashion_mnist(fashion_mnist_source, root / "data")
+    data = prepared_fashion_mnist
     single = write_entry(root / "entries" / "tiny.yaml")
     double = write_entry(root / "entries" / "tiny-2proc.yaml", distributed={"nodes": 1, "processes_per_node": 2})
     out = {}

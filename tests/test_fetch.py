@@ -266,7 +266,7 @@ def test_a_file_without_a_known_checksum_says_so(tmp_path, generated):
 
 
 def test_expected_text_names_only_what_is_given():
-    from dawnpipe.data.fetch import expected_text
+    from dawnpipe.data.files import expected_text
 
     assert expected_text({"md5": "ab", "raw": True}, "x.tar") == "expected md5 ab"
     assert expected_text({"sha256": "cd", "bytes": 3}, "x.gz") == "expected sha256 cd, 3 bytes of content"

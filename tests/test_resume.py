@@ -19,7 +19,6 @@ from conftest import run_cli
 from tiny_training import (
     TINY_ENTRY,
     assert_evaluation_off_the_clock,
-    prepare_fashion_mnist,
     read_log,
     run_with_slow_evaluation,
     signal_mid_epoch,
@@ -86,9 +85,9 @@ def test_journal_drops_a_stale_marker(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory, fashion_mnist_source):
+def tiny(tmp_path_factory, prepared_fashion_mnist):
     root = tmp_path_factory.mktemp("resume")
-    return {"data": prepare_fashion_mnist(fashion_mnist_source, root / "data"), "entry": write_entry(root / "entries" / "tiny.yaml"), "root": root}
+    return {"data": prepared_fashion_mnist, "entry": write_entry(root / "entries" / "tiny.yaml"), "root": root}
 
 
 @pytest.mark.slow

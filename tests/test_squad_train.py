@@ -75,7 +75,7 @@ def test_training_log_and_checkpoint(trained):
     if len(log) < info["settings"]["entry"]["hyperparameters"]["epochs"]:
         assert info["result"]["stopped_at_threshold"] and "stopping at the threshold" in proc.stdout
 
-    ckpt = torch.load(run / "model.pt", map_location="cpu", weights_only=False)
+    ckpt = torch.load(run / "model.pt", map_location="cpu", weights_only=True)  # plain values and tensors only
     assert ckpt["reached_threshold"] and ckpt["epoch"] == len(log)
     assert ckpt["metric_value"] == pytest.approx(log["f1Score"].iloc[-1], abs=1e-9)
     assert not (run / ".work").exists()

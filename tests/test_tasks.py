@@ -62,6 +62,8 @@ def test_the_shipped_task_files_load():
         "metric.log_columns",
         "inference.items",
         "inference.accuracy_field",
+        "data",
+        "data.module",
     ],
 )
 def test_a_missing_field_is_named_with_its_file(tmp_path, field):
@@ -76,23 +78,28 @@ def test_a_missing_field_is_named_with_its_file(tmp_path, field):
     [
         ("metric.threshold", "ninety-four", "expected a number, got str 'ninety-four'"),
         ("metric.threshold", True, "expected a number, got bool True"),
-        ("metric", [1, 2], "expected a mapping, got list"),
-        ("metric.log_columns", "top1Accuracy", "expected a list of strings, got str"),
-        ("metric.scale", "percentage", "expected one of percent, fraction, got 'percentage'"),
-        ("metric.sensitivity_ladder", [90, "91"], "expected a list of numbers"),
+        ("metric.threshold", float("nan"), "not a finite number (NaN or infinity)"),
+        ("metric.threshold", -1, "expected a number > 0, got int -1"),
+        ("metric", [1, 2], "expected a mapping, got list [1, 2]"),
+        ("metric.log_columns", "top1Accuracy", "expected a list, got str 'top1Accuracy'"),
+        ("metric.scale", "percentage", "expected one of percent, fraction, got str 'percentage'"),
+        ("metric.sensitivity_ladder.1", [90, "91"], "expected a number, got str '91'"),
         ("metric.log_columns", ["top5Accuracy"], "must include the metric column 'top1Accuracy'"),
-        ("inference.items", 10000.5, "expected a positive whole number, got float 10000.5"),
-        ("inference.items", 0, "expected a positive whole number, got int 0"),
+        ("inference.items", 10000.5, "expected a whole number, got float 10000.5"),
+        ("inference.items", 0, "expected a number >= 1, got int 0"),
         ("name", 12, "expected a string, got int 12"),
         ("data", "cifar", "expected a mapping, got str 'cifar'"),
-        ("data.kind", None, "missing (expected a string)"),
+        ("data.module", None, "expected a string, got null"),
+        ("unknown", 1, "unknown key 'unknown'"),
     ],
 )
 def test_a_field_of_the_wrong_type_is_named_with_its_file(tmp_path, field, value, says):
-    path = _write(tmp_path, _with(field, value))
+    where = field.removesuffix(".1")  # a list's item: the field is set whole, the message names the item
+    path = _write(tmp_path, _with(where, value))
     with pytest.raises(DawnpipeError) as e:
         load_task_file(path)
-    assert str(e.value) == f"{path}: field '{field}': {says}" or str(e.value).startswith(f"{path}: field '{field}': {says}")
+    shown = "(top level)" if field == "unknown" else field
+    assert str(e.value).startswith(f"{path}: field '{shown}': {says}")
 
 
 def test_not_yaml_or_not_a_mapping_is_named(tmp_path):

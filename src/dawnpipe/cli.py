@@ -46,12 +46,27 @@ def _top_parser() -> argparse.ArgumentParser:
         epilog=f"commands:\n{lines}\n\nRun 'dawnpipe <command> --help' for a command's arguments.",
     )
     p.add_argument("--version", action="store_true", help="print the version and exit")
+    p.add_argument("--task-dir", metavar="DIR", help="a directory of extra task files and their data modules (repeatable; before the command)")
     p.add_argument("command", nargs="?", help="one of the commands below")
     return p
 
 
+def take_task_dirs(argv: list[str]) -> list[str]:
+    """``--task-dir DIR`` options before the command: extra tasks for this
+    command (and the processes it starts: dawnpipe.tasks.use_task_dirs)."""
+    dirs = []
+    while len(argv) >= 2 and argv[0] == "--task-dir":
+        dirs.append(argv[1])
+        argv = argv[2:]
+    if dirs:
+        from dawnpipe.tasks import use_task_dirs
+
+        use_task_dirs(dirs)
+    return argv
+
+
 def main(argv: list[str] | None = None) -> None:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = take_task_dirs(list(sys.argv[1:] if argv is None else argv))
     top = _top_parser()
     if not argv or argv[0] in ("-h", "--help"):
         top.print_help()

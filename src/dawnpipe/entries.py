@@ -8,23 +8,19 @@ report) sees the same complete recipe.
 from __future__ import annotations
 
 import copy
-import functools
 import hashlib
 import json
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import yaml
 
 from dawnpipe.errors import DawnpipeError
+from dawnpipe.schemas import jsonschema_check
 
 
-@functools.cache
 def entry_schema() -> dict[str, Any]:
-    text = resources.files("dawnpipe.schemas").joinpath("entry.schema.yaml").read_text(encoding="utf-8")
-    return yaml.safe_load(text)
+    return jsonschema_check.package_schema("entry")
 
 
 def fill_defaults(instance: Any, schema: dict[str, Any]) -> Any:
@@ -40,18 +36,16 @@ def fill_defaults(instance: Any, schema: dict[str, Any]) -> Any:
 
 
 def validate_entry(doc: Any, source: str) -> dict[str, Any]:
+    """The entry with the schema's defaults filled in; the first problem is one
+    DawnpipeError naming ``source`` and the field."""
     if not isinstance(doc, dict):
         raise DawnpipeError(f"{source}: an entry must be a mapping, got {type(doc).__name__}")
     schema = entry_schema()
-    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(doc), key=lambda e: list(e.absolute_path))
-    if errors:
-        e = errors[0]
-        where = ".".join(str(p) for p in e.absolute_path) or "(top level)"
-        raise DawnpipeError(f"{source}: {where}: {e.message}")
+    jsonschema_check.check(doc, schema, source)
     from dawnpipe.tasks import all_tasks  # tasks are data files: the schema cannot list them
 
     if doc["task"] not in all_tasks():
-        raise DawnpipeError(f"{source}: task: unknown task {doc['task']!r} (known: {', '.join(all_tasks())})")
+        raise DawnpipeError(f"{source}: field 'task': unknown task {doc['task']!r} (known: {', '.join(all_tasks())})")
     return fill_defaults(copy.deepcopy(doc), schema)
 
 

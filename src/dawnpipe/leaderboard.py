@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from dawnpipe.display import format_value
-from dawnpipe.tasks import all_tasks
+from dawnpipe.tasks import all_tasks, leaderboard_order
 
 OBJECTIVES = {
     "train_time": {"unit": "hours", "title": "Training time", "what": "time to reach the threshold"},
@@ -30,14 +30,12 @@ OBJECTIVES = {
     # its tables exist only when they have rows ("optional").
     "train_energy": {"unit": "J", "title": "Energy to accuracy", "what": "joules of the training time to the threshold", "optional": True},
 }
-# DAWNBench's own tasks first, in the order of the original leaderboard.
-TASK_ORDER = ["imagenet", "cifar10", "squad", "fashion-mnist"]
 
 ROW_FIELDS = ("model", "hardware", "framework", "timestamp", "source")
 
 
 def task_order() -> list[str]:
-    return [t for t in TASK_ORDER if t in all_tasks()] + sorted(set(all_tasks()) - set(TASK_ORDER))
+    return leaderboard_order()
 
 
 def rank(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -170,7 +170,7 @@ def get_resources(stage):
 
 
 def get_shell(stage):
-    return render.shell_template(stage, STAGE_SCRIPT)
+    return render.shell_template(stage, STAGE_SCRIPT, PLAN)
 
 
 def get_run_files(name):

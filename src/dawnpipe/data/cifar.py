@@ -20,6 +20,9 @@ from typing import Any
 
 import numpy as np
 
+from dawnpipe.data.arrays import save_split
+from dawnpipe.data.files import fetch_listed_files
+from dawnpipe.data.kind import DataKind
 from dawnpipe.errors import DawnpipeError
 
 BATCH_DIR = "cifar-10-batches-py"
@@ -27,9 +30,12 @@ SIDE, CHANNELS = 32, 3
 
 # (module, name) pairs an array pickle needs; numpy 2 renamed numpy.core to numpy._core
 _ALLOWED = {
-    ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
-    ("numpy", "ndarray"), ("numpy", "dtype"),
-    ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar"),
+    ("numpy.core.multiarray", "_reconstruct"),
+    ("numpy._core.multiarray", "_reconstruct"),
+    ("numpy", "ndarray"),
+    ("numpy", "dtype"),
+    ("numpy.core.multiarray", "scalar"),
+    ("numpy._core.multiarray", "scalar"),
     ("_codecs", "encode"),  # how Python 3 pickles bytes at protocol 2
 }
 
@@ -69,7 +75,9 @@ def _batch_arrays(doc: dict, source: str) -> tuple[np.ndarray, np.ndarray]:
         shape = getattr(data, "shape", None)
         raise DawnpipeError(f"{source}: 'data' must be a uint8 array of N x {SIDE * SIDE * CHANNELS}, got {type(data).__name__} {shape}")
     if not isinstance(labels, list) or len(labels) != data.shape[0]:
-        raise DawnpipeError(f"{source}: 'labels' must be a list of {data.shape[0]} class ids, got {type(labels).__name__} of {len(labels) if hasattr(labels, '__len__') else '?'}")
+        raise DawnpipeError(
+            f"{source}: 'labels' must be a list of {data.shape[0]} class ids, got {type(labels).__name__} of {len(labels) if hasattr(labels, '__len__') else '?'}"
+        )
     images = data.reshape(-1, CHANNELS, SIDE, SIDE).transpose(0, 2, 3, 1)  # -> N x 32 x 32 x 3 (HWC)
     return np.ascontiguousarray(images), np.asarray(labels, dtype=np.int64)
 
@@ -99,11 +107,12 @@ def read_cifar10(archive: Path, splits: dict[str, Any], classes: list[str]) -> d
 
 def prepare_cifar10(task, raw: Path, out: Path) -> dict:
     """PREPARERS entry: the same npy-uint8 layout as Fashion-MNIST (N x 32 x 32 x 3)."""
-    from dawnpipe.data.prepare import save_split
 
     data = task.data
     arrays = read_cifar10(raw / data["archive"], data["splits"], data["classes"])
-    splits = {split: save_split(out, split, images, labels, data["classes"], data["splits"][split].get("items"))
-              for split, (images, labels) in arrays.items()}
+    splits = {split: save_split(out, split, images, labels, data["classes"], data["splits"][split].get("items")) for split, (images, labels) in arrays.items()}
     return {"format": "npy-uint8", "classes": list(data["classes"]), "splits": splits}
 
+
+# One tarball, verified by its published MD5; prepare reads it in place.
+KIND = DataKind("cifar10-python", items="image", fetch=fetch_listed_files, prepare=prepare_cifar10)

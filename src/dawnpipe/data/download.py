@@ -38,7 +38,9 @@ def download(url: str, part: Path, *, retries: int = 3, timeout: float = 60.0) -
         if attempt < retries:
             time.sleep(min(2.0**attempt, 10.0))
     reason = getattr(last_error, "reason", None) or last_error
-    raise DawnpipeError(f"{url}: download failed after {retries} attempts ({reason}); {part} keeps the {part.stat().st_size if part.exists() else 0} bytes received, the next run resumes from there")
+    raise DawnpipeError(
+        f"{url}: download failed after {retries} attempts ({reason}); {part} keeps the {part.stat().st_size if part.exists() else 0} bytes received, the next run resumes from there"
+    )
 
 
 def _download_once(url: str, part: Path, timeout: float) -> None:

@@ -1,6 +1,7 @@
-"""The IDX format of (Fashion-)MNIST: a big-endian header (magic 0x0000TTDD:
-TT the element type, DD the number of dimensions, then DD uint32 sizes) and
-the raw array."""
+"""Tasks in the IDX format of (Fashion-)MNIST: a big-endian header (magic
+0x0000TTDD: TT the element type, DD the number of dimensions, then DD uint32
+sizes) and the raw array; a list of files with known checksums, prepared into
+the npy-uint8 layout (``KIND``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
+from dawnpipe.data.arrays import save_split
+from dawnpipe.data.files import fetch_listed_files
+from dawnpipe.data.kind import DataKind
 from dawnpipe.errors import DawnpipeError
 
 _TYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
@@ -40,3 +44,20 @@ def write_idx(path: Path, array: np.ndarray) -> None:
     opener = gzip.open if path.name.endswith(".gz") else open
     with opener(path, "wb") as f:
         f.write(header + array.tobytes())
+
+
+def prepare_idx(task, raw: Path, out: Path) -> dict:
+    splits: dict = {}
+    for split, spec in task.data["splits"].items():
+        images = read_idx(raw / spec["images"])
+        labels = read_idx(raw / spec["labels"])
+        if images.shape[0] != labels.shape[0]:
+            raise DawnpipeError(f"{raw / spec['images']}: {images.shape[0]} images but {raw / spec['labels']} has {labels.shape[0]} labels")
+        n_classes = len(task.data["classes"])
+        if labels.size and (labels.max() >= n_classes):
+            raise DawnpipeError(f"{raw / spec['labels']}: label {int(labels.max())} out of range 0..{n_classes - 1}")
+        splits[split] = save_split(out, split, images, labels, task.data["classes"], spec.get("items"))
+    return {"format": "npy-uint8", "classes": task.data["classes"], "splits": splits}
+
+
+KIND = DataKind("idx", items="image", fetch=fetch_listed_files, prepare=prepare_idx)

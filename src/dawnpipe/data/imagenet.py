@@ -37,11 +37,13 @@ import re
 import shutil
 import tarfile
 import urllib.parse
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from dawnpipe.data.download import download
-from dawnpipe.data.fetch import _is_url, content_check, expected_text, fetch_files, got_text, has_checksum, no_checksum_note
+from dawnpipe.data.files import content_check, expected_text, fetch_files, got_text, has_checksum, is_url, no_checksum_note
+from dawnpipe.data.kind import DataKind
 from dawnpipe.data.shards import ImageRef, write_image_shards
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import read_json
@@ -63,9 +65,10 @@ def fetch_imagenet(spec: dict[str, Any], dest: Path, cache: Path, source: str | 
         raise DawnpipeError(
             "imagenet: ILSVRC2012 cannot be downloaded without registering at image-net.org; give --source DIR "
             f"(holding {spec['train']['archive']} or {spec['train']['folder']}/, {spec['test']['archive']} or "
-            f"{spec['test']['folder']}/, and a validation label file: {', '.join(spec['val_labels'])}) or a mirror's URL base")
+            f"{spec['test']['folder']}/, and a validation label file: {', '.join(spec['val_labels'])}) or a mirror's URL base"
+        )
     dest.mkdir(parents=True, exist_ok=True)
-    if _is_url(source):
+    if is_url(source):
         return _fetch_from_url(spec, dest, cache, source)
     root = Path(source)
     if not root.is_dir():
@@ -122,8 +125,9 @@ def _link_verified_archive(archive: Path, file_spec: dict, dest: Path) -> dict:
         print(f"fetch: note: {no_checksum_note(archive.name)}; its structure is checked by prepare only")
     check = content_check(archive, file_spec)
     if not check.ok:
-        raise DawnpipeError(f"{archive}: checksum mismatch: {check.reason} ({got_text(check)}; "
-                            f"{expected_text(file_spec, archive.name)}); nothing was linked into {dest}")
+        raise DawnpipeError(
+            f"{archive}: checksum mismatch: {check.reason} ({got_text(check)}; {expected_text(file_spec, archive.name)}); nothing was linked into {dest}"
+        )
     how = _link(archive, dest / archive.name)
     print(f"fetch: {archive.name}: verified ({check.md5 or check.sha256}) and {how} from {archive}")
     st = archive.stat()
@@ -249,16 +253,20 @@ def prepare_imagenet(task, raw: Path, out: Path, workers: int | None = None) -> 
     test_items = _index_test(raw, *forms["test"], labels_file, classes)
     p = spec["prepare"]
     splits = {}
-    for split, items, size, ratio in (("train", train_items, p["train_size"], 1.0),
-                                      ("test", test_items, p["test_size"], p["test_crop_ratio"])):
+    for split, items, size, ratio in (("train", train_items, p["train_size"], 1.0), ("test", test_items, p["test_size"], p["test_crop_ratio"])):
         official = spec[split].get("items")
         if official is not None and len(items) != official:
             print(f"prepare: note: {split} has {len(items)} items (the official set has {official})")
-        splits[split] = write_image_shards(out, split, items, classes, size=size, crop_ratio=ratio,
-                                           shard_items=p["shard_items"], order_seed=p["order_seed"], workers=workers)
+        splits[split] = write_image_shards(
+            out, split, items, classes, size=size, crop_ratio=ratio, shard_items=p["shard_items"], order_seed=p["order_seed"], workers=workers
+        )
         splits[split]["source"] = forms[split][0]
-    return {"format": "npy-uint8-shards", "classes": classes, "splits": splits,
-            "note": "split 'test' is the ILSVRC2012 validation set (the held-out set of the benchmark)"}
+    return {
+        "format": "npy-uint8-shards",
+        "classes": classes,
+        "splits": splits,
+        "note": "split 'test' is the ILSVRC2012 validation set (the held-out set of the benchmark)",
+    }
 
 
 def _check_unchanged(raw: Path, name: str, record: dict) -> Path:
@@ -284,12 +292,12 @@ def _index_train(raw: Path, name: str, record: dict) -> tuple[list[tuple[ImageRe
     else:
         for e in sorted(os.scandir(path), key=lambda e: e.name):
             if e.is_dir():
-                per_class[e.name] = [ImageRef(str(Path(e.path, f)), None, None, f"{name}/{e.name}/{f}")
-                                     for f in sorted(os.listdir(e.path)) if _is_image(f)]
+                per_class[e.name] = [ImageRef(str(Path(e.path, f)), None, None, f"{name}/{e.name}/{f}") for f in sorted(os.listdir(e.path)) if _is_image(f)]
             elif e.name.endswith(".tar"):
                 with tarfile.open(e.path, "r:") as t:
-                    per_class[e.name[:-4]] = [ImageRef(e.path, m.offset_data, m.size, f"{name}/{e.name}:{m.name}")
-                                              for m in t if m.isfile() and _is_image(m.name)]
+                    per_class[e.name[:-4]] = [
+                        ImageRef(e.path, m.offset_data, m.size, f"{name}/{e.name}:{m.name}") for m in t if m.isfile() and _is_image(m.name)
+                    ]
     # one canonical order (by image name) whatever the form, so a folder and its tar give the same shards
     per_class = {c: sorted(refs, key=lambda r: _stem(r.name)) for c, refs in per_class.items() if refs}
     if not per_class:
@@ -302,8 +310,11 @@ def _inner_tar_refs(path: Path, outer: tarfile.TarFile, member: tarfile.TarInfo)
     """Images of a per-class tar inside the training tar, addressed by their
     byte range in the outer file: tar stores members uncompressed and contiguous."""
     with tarfile.open(fileobj=outer.extractfile(member), mode="r:") as inner:
-        return [ImageRef(str(path), member.offset_data + m.offset_data, m.size, f"{path.name}:{member.name}:{m.name}")
-                for m in inner if m.isfile() and _is_image(m.name)]
+        return [
+            ImageRef(str(path), member.offset_data + m.offset_data, m.size, f"{path.name}:{member.name}:{m.name}")
+            for m in inner
+            if m.isfile() and _is_image(m.name)
+        ]
 
 
 def _index_test(raw: Path, name: str, record: dict, labels_file: Path | None, classes: list[str]) -> list[tuple[ImageRef, int]]:
@@ -315,8 +326,7 @@ def _index_test(raw: Path, name: str, record: dict, labels_file: Path | None, cl
             if e.is_dir():
                 if e.name not in index:
                     raise DawnpipeError(f"{path / e.name}: class {e.name} does not occur in the training set")
-                items += [(ImageRef(str(Path(e.path, f)), None, None, f"{name}/{e.name}/{f}"), index[e.name])
-                          for f in os.listdir(e.path) if _is_image(f)]
+                items += [(ImageRef(str(Path(e.path, f)), None, None, f"{name}/{e.name}/{f}"), index[e.name]) for f in os.listdir(e.path) if _is_image(f)]
         return sorted(items, key=lambda item: _stem(item[0].name))
     if record["form"] == "archive":
         with tarfile.open(path, "r:") as t:
@@ -344,3 +354,7 @@ def _index_test(raw: Path, name: str, record: dict, labels_file: Path | None, cl
     if len(labels) > len(items):
         print(f"prepare: note: {labels_file.name} labels {len(labels) - len(items)} images that are not in {name}")
     return items
+
+
+# No public URL (a --source the user gives); images decoded in parallel into shards.
+KIND = DataKind("imagenet", items="image", fetch=fetch_imagenet, prepare=prepare_imagenet, parallel_prepare=True)

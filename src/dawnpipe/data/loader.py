@@ -27,7 +27,7 @@ class ShardedArray:
     def __len__(self) -> int:
         return self.shape[0]
 
-    def prefix(self, n: int) -> "ShardedArray":
+    def prefix(self, n: int) -> ShardedArray:
         if n >= len(self):
             return self
         k = int(np.searchsorted(self.starts, n, side="left"))  # shards needed to hold n items
@@ -98,8 +98,9 @@ def _load_shards(prepared: Path, spec: dict) -> ShardedArray:
     for shard in spec["shards"]:
         arr = np.load(prepared / shard["file"], mmap_mode="r")
         if len(arr) != shard["items"] or list(arr.shape[1:]) != spec["shape"][1:]:
-            raise DawnpipeError(f"{prepared / shard['file']}: shape {list(arr.shape)} disagrees with manifest.json "
-                                f"({shard['items']} items of {spec['shape'][1:]})")
+            raise DawnpipeError(
+                f"{prepared / shard['file']}: shape {list(arr.shape)} disagrees with manifest.json ({shard['items']} items of {spec['shape'][1:]})"
+            )
         shards.append(arr)
     if not shards:
         raise DawnpipeError(f"{prepared / 'manifest.json'}: a split without shards")
@@ -115,8 +116,9 @@ def prepared_dir(path: Path, task: str) -> Path:
     found = path if (path / "manifest.json").is_file() else path / task
     manifest = found / "manifest.json"
     if not manifest.is_file():
-        raise DawnpipeError(f"{path}: no prepared data for task {task} (no {path / 'manifest.json'} or {manifest}); "
-                            f"run 'dawnpipe prepare {task} --out {path / task}' first")
+        raise DawnpipeError(
+            f"{path}: no prepared data for task {task} (no {path / 'manifest.json'} or {manifest}); run 'dawnpipe prepare {task} --out {path / task}' first"
+        )
     prepared_task = read_json(manifest).get("task", task)
     if prepared_task != task:
         raise DawnpipeError(f"{manifest}: data prepared for task {prepared_task!r}, not {task!r}")

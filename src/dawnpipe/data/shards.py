@@ -24,16 +24,17 @@ from typing import NamedTuple
 
 import numpy as np
 
+from dawnpipe.data.arrays import save_array
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import write_text
 from dawnpipe.progress import progress
 
 
 class ImageRef(NamedTuple):
-    path: str            # a file, or the archive holding the image
-    offset: int | None   # byte offset inside ``path`` (archives), None for a whole file
-    size: int | None     # bytes at ``offset``
-    name: str            # how messages and <split>_items.tsv name it
+    path: str  # a file, or the archive holding the image
+    offset: int | None  # byte offset inside ``path`` (archives), None for a whole file
+    size: int | None  # bytes at ``offset``
+    name: str  # how messages and <split>_items.tsv name it
 
 
 def read_bytes(ref: ImageRef) -> bytes:
@@ -70,15 +71,13 @@ def decode_resized(data: bytes, size: int, crop_ratio: float, name: str) -> np.n
 
 
 def _write_shard(path: Path, refs: list[ImageRef], size: int, crop_ratio: float) -> dict:
-    from dawnpipe.data.prepare import save_array
 
     array = np.empty((len(refs), size, size, 3), dtype=np.uint8)
     for i, ref in enumerate(refs):
         array[i] = decode_resized(read_bytes(ref), size, crop_ratio, ref.name)
     pixels = array.reshape(-1, 3).astype(np.float64) / 255.0
     entry = save_array(path, array)
-    return {"file": entry["file"], "items": len(refs), "sha256": entry["sha256"],
-            "sum": pixels.sum(0).tolist(), "sumsq": np.square(pixels).sum(0).tolist()}
+    return {"file": entry["file"], "items": len(refs), "sha256": entry["sha256"], "sum": pixels.sum(0).tolist(), "sumsq": np.square(pixels).sum(0).tolist()}
 
 
 def workers_available() -> int:
@@ -86,19 +85,27 @@ def workers_available() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def write_image_shards(out: Path, split: str, items: list[tuple[ImageRef, int]], classes: list[str], *,
-                       size: int, crop_ratio: float, shard_items: int, order_seed: int, workers: int | None = None) -> dict:
+def write_image_shards(
+    out: Path,
+    split: str,
+    items: list[tuple[ImageRef, int]],
+    classes: list[str],
+    *,
+    size: int,
+    crop_ratio: float,
+    shard_items: int,
+    order_seed: int,
+    workers: int | None = None,
+) -> dict:
     """Decode ``items`` ((ref, class id)) into shards under ``out``; the split's manifest entry.
     ``workers``: decoding processes (default: every CPU this process may use); the
     shards are the same bytes whatever the number."""
-    from dawnpipe.data.prepare import save_array
 
     order = np.random.default_rng(order_seed).permutation(len(items))
     items = [items[i] for i in order]
     refs = [ref for ref, _ in items]
     labels = np.array([label for _, label in items], dtype=np.uint8 if len(classes) <= 256 else np.int16)
-    chunks = [(out / f"{split}_{k:05d}.npy", refs[start:start + shard_items])
-              for k, start in enumerate(range(0, len(refs), shard_items))]
+    chunks = [(out / f"{split}_{k:05d}.npy", refs[start : start + shard_items]) for k, start in enumerate(range(0, len(refs), shard_items))]
     workers = max(1, min(workers or workers_available(), len(chunks)))
     print(f"prepare: {split}: decoding {len(refs)} images into {len(chunks)} shards of {size}x{size} with {workers} processes")
     results: list[dict | None] = [None] * len(chunks)
@@ -123,16 +130,20 @@ def write_image_shards(out: Path, split: str, items: list[tuple[ImageRef, int]],
     sumsqs = np.sum([r["sumsq"] for r in results], axis=0)
     mean = sums / n_pixels
     std = np.sqrt(np.maximum(sumsqs / n_pixels - mean**2, 0.0))
-    write_text(out / f"{split}_items.tsv", "item\tlabel\tclass\tsource\n" + "".join(
-        f"{i}\t{label}\t{classes[label]}\t{ref.name}\n" for i, (ref, label) in enumerate(items)))
+    write_text(
+        out / f"{split}_items.tsv",
+        "item\tlabel\tclass\tsource\n" + "".join(f"{i}\t{label}\t{classes[label]}\t{ref.name}\n" for i, (ref, label) in enumerate(items)),
+    )
     counts = np.bincount(labels, minlength=len(classes))
     return {
         "items": len(refs),
-        "images": {"shards": [{k: r[k] for k in ("file", "items", "sha256")} for r in results],
-                   "shape": [len(refs), size, size, 3], "dtype": "uint8"},
+        "images": {"shards": [{k: r[k] for k in ("file", "items", "sha256")} for r in results], "shape": [len(refs), size, size, 3], "dtype": "uint8"},
         "labels": save_array(out / f"{split}_labels.npy", labels),
         "class_counts": {c: int(n) for c, n in zip(classes, counts)},
-        "mean": mean.tolist(), "std": std.tolist(),  # per channel, of pixel / 255
-        "size": size, "crop_ratio": crop_ratio, "order_seed": order_seed, "items_file": f"{split}_items.tsv",
+        "mean": mean.tolist(),
+        "std": std.tolist(),  # per channel, of pixel / 255
+        "size": size,
+        "crop_ratio": crop_ratio,
+        "order_seed": order_seed,
+        "items_file": f"{split}_items.tsv",
     }
-

@@ -29,12 +29,27 @@ from typing import Any
 
 import numpy as np
 
+from dawnpipe.data.arrays import save_array
+from dawnpipe.data.files import fetch_files
+from dawnpipe.data.kind import DataKind
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import read_json, write_json
 from dawnpipe.progress import progress
 from dawnpipe.squad.evaluate import EXPECTED_VERSION, iter_questions
-from dawnpipe.squad.text import (MAX_CHARS, N_MATCH_FEATURES, SPECIALS, TOKENIZER, UNK, Vocabulary, answer_token_span,
-                                 clamp_ids, count_words_and_chars, match_features, ordered, tokenize)
+from dawnpipe.squad.text import (
+    MAX_CHARS,
+    N_MATCH_FEATURES,
+    SPECIALS,
+    TOKENIZER,
+    UNK,
+    Vocabulary,
+    answer_token_span,
+    clamp_ids,
+    count_words_and_chars,
+    match_features,
+    ordered,
+    tokenize,
+)
 
 FORMAT = "squad-tokens-v1"
 
@@ -54,7 +69,6 @@ def read_squad(path: Path) -> dict[str, Any]:
 
 
 def fetch_squad(spec_data: dict, dest: Path, cache: Path, source: str | None) -> dict[str, Any]:
-    from dawnpipe.data.fetch import fetch_files  # here: fetch.py imports this module
 
     record = fetch_files(spec_data["files"], dest, cache, source, spec_data)
     for name in record:
@@ -91,8 +105,15 @@ def read_split(path: Path) -> tuple[list[str], list[dict[str, Any]]]:
         if qid in seen:
             raise DawnpipeError(f"{path}: question id {qid} occurs twice")
         seen.add(qid)
-        questions.append({"id": qid, "question": question, "context": index.setdefault(context, len(index)),
-                          "answers": [a["text"] for a in answers], "answer_start": answers[0]["answer_start"]})
+        questions.append(
+            {
+                "id": qid,
+                "question": question,
+                "context": index.setdefault(context, len(index)),
+                "answers": [a["text"] for a in answers],
+                "answer_start": answers[0]["answer_start"],
+            }
+        )
     return list(index), questions
 
 
@@ -108,9 +129,12 @@ def tokenise_split(path: Path, split: str) -> TokenisedSplit:
     contexts, questions = read_split(path)
     if not questions:
         raise DawnpipeError(f"{path}: no questions")
-    return TokenisedSplit(contexts, questions,
-                          [tokenize(c) for c in progress(contexts, desc=f"prepare {split}: contexts", unit="para")],
-                          [tokenize(q["question"])[0] for q in questions])
+    return TokenisedSplit(
+        contexts,
+        questions,
+        [tokenize(c) for c in progress(contexts, desc=f"prepare {split}: contexts", unit="para")],
+        [tokenize(q["question"])[0] for q in questions],
+    )
 
 
 def encode_split(path: Path, data: TokenisedSplit, vocab: Vocabulary, split: str) -> tuple[dict[str, np.ndarray], dict]:
@@ -122,7 +146,7 @@ def encode_split(path: Path, data: TokenisedSplit, vocab: Vocabulary, split: str
         tokens, spans = c_tok[q["context"]]
         matches.append(match_features(tokens, q_tok[i]))
         first, start = q["answers"][0], q["answer_start"]
-        if context[start:start + len(first)] != first:
+        if context[start : start + len(first)] != first:
             mismatched.append(q["id"])
             continue
         span = answer_token_span(spans, start, start + len(first))
@@ -144,18 +168,18 @@ def encode_split(path: Path, data: TokenisedSplit, vocab: Vocabulary, split: str
         "match": _flatten(matches, np.uint8, N_MATCH_FEATURES),
         "match_offsets": _offsets([c_lens[q["context"]] for q in questions]),
     }
-    notes = {"answer_start_mismatch": mismatched[:20], "answer_start_mismatches": len(mismatched),
-             "unaligned_answers": len(unaligned) + len(mismatched)}
+    notes = {"answer_start_mismatch": mismatched[:20], "answer_start_mismatches": len(mismatched), "unaligned_answers": len(unaligned) + len(mismatched)}
     if mismatched:
-        print(f"prepare: note: {path}: {len(mismatched)} questions whose first answer is not at its answer_start "
-              f"(e.g. id {mismatched[0]}); they are evaluated but not trained on")
+        print(
+            f"prepare: note: {path}: {len(mismatched)} questions whose first answer is not at its answer_start "
+            f"(e.g. id {mismatched[0]}); they are evaluated but not trained on"
+        )
     if unaligned:
         print(f"prepare: note: {path}: {len(unaligned)} answers cover no token (e.g. id {unaligned[0]})")
     return arrays, notes
 
 
 def prepare_squad(task, raw: Path, out: Path) -> dict:
-    from dawnpipe.data.prepare import save_array  # here: prepare.py imports this module
 
     splits_spec = task.data["splits"]
     data = {split: tokenise_split(raw / spec["file"], split) for split, spec in splits_spec.items()}
@@ -165,31 +189,51 @@ def prepare_squad(task, raw: Path, out: Path) -> dict:
 
     # The vocabulary comes from the training split only.
     words, chars = count_words_and_chars([t for t, _ in data["train"].context_tokens] + data["train"].question_tokens)
-    word_list, char_list = ordered(words), ordered(chars)[:np.iinfo(np.uint16).max + 1 - len(SPECIALS)]
+    word_list, char_list = ordered(words), ordered(chars)[: np.iinfo(np.uint16).max + 1 - len(SPECIALS)]
     vocab = Vocabulary(tuple(SPECIALS + [w for w, _ in word_list]), tuple(SPECIALS + [c for c, _ in char_list]))
-    write_json(out / "vocab.json", {
-        "tokenizer": TOKENIZER, "built_from": "train", "lower_case_words": True, "max_chars": MAX_CHARS,
-        "words": list(vocab.words), "word_counts": [0, 0] + [n for _, n in word_list],
-        "chars": list(vocab.chars), "char_counts": [0, 0] + [n for _, n in char_list],
-    })
+    write_json(
+        out / "vocab.json",
+        {
+            "tokenizer": TOKENIZER,
+            "built_from": "train",
+            "lower_case_words": True,
+            "max_chars": MAX_CHARS,
+            "words": list(vocab.words),
+            "word_counts": [0, 0] + [n for _, n in word_list],
+            "chars": list(vocab.chars),
+            "char_counts": [0, 0] + [n for _, n in char_list],
+        },
+    )
 
     manifest_splits = {}
     for split, tokenised in data.items():
         contexts, questions = tokenised.contexts, tokenised.questions
         arrays, notes = encode_split(raw / splits_spec[split]["file"], tokenised, vocab, split)
         unknown = float(np.mean(arrays["context_words"] == UNK)) if arrays["context_words"].size else 0.0
-        write_json(out / f"{split}_text.json", {"contexts": contexts, "questions": [
-            {k: q[k] for k in ("id", "question", "context", "answers")} for q in questions]})
+        write_json(
+            out / f"{split}_text.json", {"contexts": contexts, "questions": [{k: q[k] for k in ("id", "question", "context", "answers")} for q in questions]}
+        )
         manifest_splits[split] = {
-            "questions": len(questions), "contexts": len(contexts),
-            "context_tokens": int(arrays["context_words"].size), "unknown_word_fraction": unknown, **notes,
+            "questions": len(questions),
+            "contexts": len(contexts),
+            "context_tokens": int(arrays["context_words"].size),
+            "unknown_word_fraction": unknown,
+            **notes,
             "text": f"{split}_text.json",
             "arrays": {name: save_array(out / f"{split}_{name}.npy", a) for name, a in arrays.items()},
         }
-        print(f"prepare: {split}: {len(questions)} questions on {len(contexts)} paragraphs, "
-              f"{arrays['context_words'].size} context tokens ({100 * unknown:.1f}% outside the training vocabulary)")
-    return {"format": FORMAT, "tokenizer": TOKENIZER, "vocab": "vocab.json",
-            "vocab_words": len(vocab.words), "vocab_chars": len(vocab.chars), "splits": manifest_splits}
+        print(
+            f"prepare: {split}: {len(questions)} questions on {len(contexts)} paragraphs, "
+            f"{arrays['context_words'].size} context tokens ({100 * unknown:.1f}% outside the training vocabulary)"
+        )
+    return {
+        "format": FORMAT,
+        "tokenizer": TOKENIZER,
+        "vocab": "vocab.json",
+        "vocab_words": len(vocab.words),
+        "vocab_chars": len(vocab.chars),
+        "splits": manifest_splits,
+    }
 
 
 # ------------------------------------------------------------------ read back
@@ -217,20 +261,24 @@ class SquadSplit:
         ms, me = a["match_offsets"][i], a["match_offsets"][i + 1]
         start, end = (int(x) for x in a["answer_tokens"][i])
         return {
-            "c_words": clamp_ids(a["context_words"][cs:ce], n_words), "c_chars": clamp_ids(a["context_chars"][cs:ce], n_chars),
-            "c_feat": a["match"][ms:me], "c_spans": a["context_spans"][cs:ce],
-            "q_words": clamp_ids(a["question_words"][qs:qe], n_words), "q_chars": clamp_ids(a["question_chars"][qs:qe], n_chars),
-            "start": start, "end": end,
+            "c_words": clamp_ids(a["context_words"][cs:ce], n_words),
+            "c_chars": clamp_ids(a["context_chars"][cs:ce], n_chars),
+            "c_feat": a["match"][ms:me],
+            "c_spans": a["context_spans"][cs:ce],
+            "q_words": clamp_ids(a["question_words"][qs:qe], n_words),
+            "q_chars": clamp_ids(a["question_chars"][qs:qe], n_chars),
+            "start": start,
+            "end": end,
         }
 
     def answer_text(self, i: int, first: int, last: int) -> str:
         """The context text of tokens first..last of question ``i``'s context."""
         a = self.arrays
         c = int(a["question_context"][i])
-        spans = a["context_spans"][a["context_offsets"][c]:a["context_offsets"][c + 1]]
+        spans = a["context_spans"][a["context_offsets"][c] : a["context_offsets"][c + 1]]
         if not (0 <= first <= last < len(spans)):
             return ""
-        return self.contexts[c][spans[first, 0]:spans[last, 1]]
+        return self.contexts[c][spans[first, 0] : spans[last, 1]]
 
 
 def load_vocab(prepared: Path) -> dict[str, Any]:
@@ -258,3 +306,6 @@ def load_squad(prepared: Path, split: str, limit: int | None = None) -> SquadSpl
     text = read_json(prepared / entry["text"])
     questions = text["questions"][:limit] if limit is not None else text["questions"]
     return SquadSplit(arrays=arrays, contexts=text["contexts"], questions=questions)
+
+
+KIND = DataKind("squad", items="question", fetch=fetch_squad, prepare=prepare_squad)

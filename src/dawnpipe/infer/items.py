@@ -119,4 +119,5 @@ KINDS = {k.name: k for k in (ImageItems(), QuestionItems())}
 
 
 def item_kind(task: Task) -> ImageItems | QuestionItems:
-    return KINDS["question" if task.data.get("kind") == "squad" else "image"]
+    """What one inference item of ``task`` is: its data module says (dawnpipe.data.kind)."""
+    return KINDS[task.data_kind.items]

@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from dawnpipe.checkpoint import load_checkpoint
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.infer.predictor import Predictor
 from dawnpipe.models.squad_reader import best_spans, build_reader
@@ -67,7 +68,7 @@ def prepare(checkpoint: Path, *, device: str, threads: int, check_items: list | 
     dev = pick_device(device)
     notes: dict[str, Any] = {}
     with stopwatch(notes, "prepare_seconds"):
-        ckpt = torch.load(checkpoint, map_location="cpu", weights_only=False)  # our own train stage's file
+        ckpt = load_checkpoint(checkpoint)
         answer = reader_predictor(ckpt, dev)
     return Predictor(
         backend="eager",

@@ -15,7 +15,6 @@ PyTorch-based backends (eager, TorchScript, torch.compile, ONNX export).
 from __future__ import annotations
 
 import contextlib
-import pickle
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,6 +25,7 @@ import torch
 from torch import nn
 from torch.nn.utils.fusion import fuse_conv_bn_eval
 
+from dawnpipe import checkpoint
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.infer.predictor import Predictor
 from dawnpipe.models.torch_zoo import build_model
@@ -34,14 +34,7 @@ CHECK_ITEMS = 64  # items of the inference set compared against the checkpoint b
 
 
 def load_checkpoint(path: Path) -> dict[str, Any]:
-    if not Path(path).is_file():
-        raise FileNotFoundError(2, "No such file", str(path))
-    try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=False)  # our own train stage's file, never a submission's
-    except (RuntimeError, EOFError, OSError, ValueError, pickle.UnpicklingError) as e:
-        raise DawnpipeError(f"{path}: not a readable PyTorch checkpoint ({e})") from None
-    if not isinstance(ckpt, dict):
-        raise DawnpipeError(f"{path}: not a dawnpipe training checkpoint (a {type(ckpt).__name__}, not a dict)")
+    ckpt = checkpoint.load_checkpoint(path)
     missing = [k for k in ("model", "model_args", "in_channels", "num_classes", "state_dict", "mean", "std", "tta_flip") if k not in ckpt]
     if missing:
         raise DawnpipeError(f"{path}: not a dawnpipe training checkpoint (missing {', '.join(missing)})")

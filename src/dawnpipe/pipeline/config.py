@@ -26,16 +26,16 @@ from __future__ import annotations
 
 import copy
 import functools
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import yaml
 
 from dawnpipe.errors import DawnpipeError
+from dawnpipe.schemas import jsonschema_check
+from dawnpipe.schemas.jsonschema_check import describe
 
 SCHEMA = Path("workflow/schemas/config.schema.yaml")
 DEFAULT = Path("config/config.yaml")
@@ -87,50 +87,12 @@ def merge(base: Mapping[str, Any], layer: Mapping[str, Any], schema: Mapping[str
     return out
 
 
-def field_name(path: Iterable[Any]) -> str:
-    return ".".join(str(p) for p in path) or "(top level)"
-
-
-def _describe(value: Any) -> str:
-    return "null" if value is None else f"{type(value).__name__} {value!r}"
-
-
-def schema_message(error: jsonschema.ValidationError) -> str:
-    """One reason in words, not jsonschema's repr of the whole instance."""
-    v = error.validator
-    if v == "additionalProperties":
-        known = ", ".join(error.schema.get("properties", {})) if isinstance(error.schema.get("properties"), dict) else ""
-        extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
-        return f"unknown key {', '.join(map(repr, extra))}" + (f" (known: {known})" if known else "")
-    if v == "type":
-        return f"expected {' or '.join(error.validator_value) if isinstance(error.validator_value, list) else error.validator_value}, got {_describe(error.instance)}"
-    if v == "required":
-        return error.message
-    return f"{error.message}"
-
-
 def check(doc: Any, schema: Mapping[str, Any], source: str, *, partial: bool) -> None:
-    """Raise a DawnpipeError naming ``source`` and the field of the first problem."""
+    """Raise a DawnpipeError naming ``source`` and the field of the first problem;
+    ``partial``: a layer, which need not hold the required keys."""
     if not isinstance(doc, Mapping):
-        raise DawnpipeError(f"{source}: expected a mapping of config keys, got {_describe(doc)}")
-    if partial:
-        schema = {k: v for k, v in schema.items() if k != "required"}
-    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(doc), key=lambda e: [str(p) for p in e.absolute_path])
-    if errors:
-        e = errors[0]
-        raise DawnpipeError(f"{source}: field '{field_name(e.absolute_path)}': {schema_message(e)}")
-    if (bad := _non_finite(doc)) is not None:
-        raise DawnpipeError(f"{source}: field '{field_name(bad)}': not a finite number (NaN or infinity)")
-
-
-def _non_finite(doc: Any, path: tuple = ()) -> tuple | None:
-    if isinstance(doc, float) and not math.isfinite(doc):
-        return path
-    items = doc.items() if isinstance(doc, Mapping) else enumerate(doc) if isinstance(doc, list) else ()
-    for key, value in items:
-        if (found := _non_finite(value, (*path, key))) is not None:
-            return found
-    return None
+        raise DawnpipeError(f"{source}: expected a mapping of config keys, got {describe(doc)}")
+    jsonschema_check.check(doc, {k: v for k, v in schema.items() if k != "required"} if partial else schema, source)
 
 
 def read_layer(path: Path) -> dict[str, Any]:

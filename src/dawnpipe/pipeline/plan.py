@@ -96,6 +96,14 @@ class Plan:
         except KeyError:
             raise DawnpipeError(f"unknown task {name!r} (known: {', '.join(self.tasks_known)})") from None
 
+    def task_dir_words(self) -> list[str]:
+        """``--task-dir DIR`` for each of the config's task directories: every command sees their tasks."""
+        return [w for d in self.config["task_dirs"] for w in ("--task-dir", d)]
+
+    def task_dir_files(self) -> list[str]:
+        """The files of the config's task directories (task files, data modules): code of every stage."""
+        return sorted(str(p) for d in self.config["task_dirs"] for p in Path(d).rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+
     # ------------------------------------------------------------ per-job values
     def threshold(self, task: str) -> float:
         return float(self.config["thresholds"].get(task, self.task(task).threshold))

@@ -48,7 +48,7 @@ def outputs(stage: Stage, job: Job) -> dict[str, str]:
 def command(stage: Stage, plan: Plan, job: Job) -> list[str]:
     """The whole argument list of one job, DVC's form (no ``--threads``)."""
     ins, outs = inputs(stage, plan, job, dvc=True), outputs(stage, job)
-    argv = [stage.command]
+    argv = [*plan.task_dir_words(), stage.command]
     for word in stage.args:
         if isinstance(word, str):
             argv.append(fill(word, job))
@@ -71,9 +71,9 @@ def _literal(word: str) -> str:
     return re.sub(r"\{\{(task|entry|seed)\}\}", r"{wildcards.\1}", escaped)
 
 
-def shell_template(stage: Stage, script: str) -> str:
+def shell_template(stage: Stage, script: str, plan: Plan) -> str:
     """Snakemake's shell command of a stage: the same words as placeholders."""
-    parts = [_literal(shlex.quote(script)), "{log:q}", stage.command]
+    parts = [_literal(shlex.quote(script)), "{log:q}", *(_literal(shlex.quote(w)) for w in plan.task_dir_words()), stage.command]
     for word in stage.args:
         if isinstance(word, str):
             parts.append(_literal(word))
@@ -126,4 +126,4 @@ def code(stage: Stage, plan: Plan, src: Path) -> list[str]:
     from dawnpipe.cli import COMMANDS
 
     roots = ("dawnpipe.__main__", "dawnpipe.cli", COMMANDS[stage.command][0], *(stage.code(plan) if stage.code else ()))
-    return list(_code(src, tuple(sorted(roots))))
+    return [*_code(src, tuple(sorted(roots))), *plan.task_dir_files()]

@@ -192,6 +192,11 @@ def words(*pairs: tuple[str, Any]) -> list[str]:
 
 
 # -------------------------------------------------------------- the stages
+def data_modules(plan: Plan) -> list[str]:
+    """The data modules of the configuration's tasks (picked by name from their task files, at run time)."""
+    return sorted({plan.task(t).data["module"] for t in plan.tasks()})
+
+
 def _fetch_args(plan: Plan, job: Job) -> list[str]:
     return words(("--source", plan.config["data_sources"].get(job["task"])))
 
@@ -211,13 +216,14 @@ FETCH = Stage(
     log="results/logs/fetch/{task}.log",
     params={"source": _fetch_args, "expect": lambda plan, job: [w for p in _checksums(plan, job) for w in ("--expect", p)]},
     config_keys=("tasks.{task}.data_source", "tasks.{task}.data_checksums"),
+    code=lambda plan: data_modules(plan),
     needs=Needs(mem_mb=1000, runtime_min=60),
 )
 
 
 def _prepare_threads(plan: Plan, job: Job, cores: int) -> int:
     """A task whose data decodes in parallel (ImageNet) gets every core it may use; the others one."""
-    return max(1, cores) if plan.task(job["task"]).data.get("kind") == "imagenet" else 1
+    return max(1, cores) if plan.task(job["task"]).data_kind.parallel_prepare else 1
 
 
 PREPARE = Stage(
@@ -228,6 +234,7 @@ PREPARE = Stage(
     outputs={"prepared": Output("data/prepared/{task}", directory=True)},
     args=(Name("task"), "--raw", In("raw"), "--out", Out("prepared"), Threads("--workers")),
     log="results/logs/prepare/{task}.log",
+    code=lambda plan: data_modules(plan),
     needs=Needs(mem_mb=4000, runtime_min=30, threads=_prepare_threads),
 )
 
@@ -253,6 +260,7 @@ TRAIN = Stage(
         "checkpoint": Output(f"{RUN}/model.pt"),
         "run": Output(f"{RUN}/run.json"),
         "telemetry": Output(f"{RUN}/telemetry.parquet"),
+        "mllog": Output(f"{RUN}/train.mllog"),  # the run in MLCommons' MLLOG (dawnpipe.train.mllog)
     },
     args=(
         "--entry",
@@ -269,6 +277,8 @@ TRAIN = Stage(
         Out("checkpoint"),
         "--run-json",
         Out("run"),
+        "--mllog",
+        Out("mllog"),
         "--work-dir",
         "results/.work/{entry}/seed{seed}",
         Threads("--threads"),
@@ -295,8 +305,10 @@ TRAIN = Stage(
 
 
 def trainer_modules() -> list[str]:
-    """Every trainer an entry may pick (by task kind and framework, at run time)."""
-    return ["dawnpipe.train.torch_trainer", "dawnpipe.train.tf_trainer", "dawnpipe.train.squad_trainer"]
+    """Every trainer an entry may pick (by kind of items and framework, at run time)."""
+    from dawnpipe.train import TRAINERS
+
+    return sorted(TRAINERS.values())
 
 
 EXTRACT = Stage(

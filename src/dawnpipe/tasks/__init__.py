@@ -1,16 +1,36 @@
-"""Task definitions, one YAML file per task in this directory (adding a task
-is adding a file). Loaded once and cached; read-only afterwards."""
+"""The task registry: one YAML file per task (this package's ``*.yaml``, and
+those of the directories of ``DAWNPIPE_TASK_DIRS``), each naming the data
+module that fetches and prepares its data (dawnpipe.data.kind). A new task
+is one task file plus one data module; nothing else names it.
+
+Extra task directories come from the config's ``task_dirs`` (the pipeline
+passes them to every command as ``dawnpipe --task-dir DIR``) or from the
+environment variable ``DAWNPIPE_TASK_DIRS`` (``os.pathsep``-separated). A
+data module found there (``<dir>/<module>.py``) is code the pipeline runs:
+it is part of your configuration, like an entry, and never comes from a
+submission. Task files are checked against ``schemas/task.schema.yaml``; a
+problem is one line naming the file and the field.
+"""
 
 from __future__ import annotations
 
 import functools
+import hashlib
+import importlib
+import importlib.util
+import os
+import sys
 from dataclasses import dataclass, field
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import yaml
 
 from dawnpipe.errors import DawnpipeError
+from dawnpipe.schemas import jsonschema_check
+
+ENV = "DAWNPIPE_TASK_DIRS"
 
 
 @dataclass(frozen=True)
@@ -27,6 +47,8 @@ class Task:
     inference_accuracy_field: str
     data: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     sensitivity_ladder: tuple[float, ...] = ()  # thresholds below the official one (SPEC.md section 4)
+    order: int = 100  # place on the leaderboard
+    source: str = ""  # the task file
 
     @property
     def metric_max(self) -> float:
@@ -35,75 +57,36 @@ class Task:
     def format_metric(self, value: float) -> str:
         return f"{value:.2f}%" if self.metric_scale == "percent" else f"{value:.4f}"
 
-
-SCALES = ("percent", "fraction")
-
-
-def _describe(value: Any) -> str:
-    return "nothing" if value is None else f"{type(value).__name__} {value!r}"
-
-
-class _Fields:
-    """Typed look-ups in one task file; every failure names the file and the field."""
-
-    def __init__(self, source: str):
-        self.source = source
-
-    def fail(self, field_path: str, message: str) -> DawnpipeError:
-        return DawnpipeError(f"{self.source}: field '{field_path}': {message}")
-
-    def get(self, doc: dict[str, Any], key: str, prefix: str, kind: str, *, required: bool = True, default: Any = None) -> Any:
-        path = f"{prefix}{key}"
-        if key not in doc or doc[key] is None:
-            if required:
-                raise self.fail(path, f"missing (expected {kind})")
-            return default
-        value = doc[key]
-        ok = {
-            "a string": lambda v: isinstance(v, str) and v.strip() != "",
-            "a number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-            "a positive whole number": lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0,
-            "a mapping": lambda v: isinstance(v, dict),
-            "a list of strings": lambda v: isinstance(v, list) and bool(v) and all(isinstance(x, str) and x for x in v),
-            "a list of numbers": lambda v: isinstance(v, list) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v),
-        }[kind](value)
-        if not ok:
-            raise self.fail(path, f"expected {kind}, got {_describe(value)}")
-        return value
+    @property
+    def data_kind(self):
+        """The data module's DataKind (imported on first use: Pillow & co. only for the tasks that need them)."""
+        return _data_kind(self.data["module"], str(Path(self.source).parent) if self.source else "")
 
 
 def _from_yaml(doc: Any, source: str = "task file") -> Task:
-    """A Task from one parsed task file; a missing or mistyped field is a
-    DawnpipeError naming ``source`` and the field (e.g. 'metric.threshold')."""
-    f = _Fields(source)
     if not isinstance(doc, dict):
-        raise DawnpipeError(f"{source}: expected a mapping of task fields (name, title, submission_dir, metric, inference, data), got {_describe(doc)}")
-    m = f.get(doc, "metric", "", "a mapping")
-    inf = f.get(doc, "inference", "", "a mapping")
-    scale = f.get(m, "scale", "metric.", "a string")
-    if scale not in SCALES:
-        raise f.fail("metric.scale", f"expected one of {', '.join(SCALES)}, got {scale!r}")
-    threshold = float(f.get(m, "threshold", "metric.", "a number"))
-    column = f.get(m, "column", "metric.", "a string")
-    log_columns = tuple(f.get(m, "log_columns", "metric.", "a list of strings"))
-    if column not in log_columns:
-        raise f.fail("metric.log_columns", f"must include the metric column {column!r}, got {list(log_columns)}")
-    data = f.get(doc, "data", "", "a mapping", required=False, default={})
-    if data:
-        f.get(data, "kind", "data.", "a string")
+        raise DawnpipeError(
+            f"{source}: expected a mapping of task fields (name, title, submission_dir, metric, inference, data), got {jsonschema_check.describe(doc) if doc is not None else 'nothing'}"
+        )
+    jsonschema_check.check(doc, jsonschema_check.package_schema("task"), source)
+    m, inf = doc["metric"], doc["inference"]
+    if m["column"] not in m["log_columns"]:
+        raise DawnpipeError(f"{source}: field 'metric.log_columns': must include the metric column {m['column']!r}, got {m['log_columns']}")
     return Task(
-        name=f.get(doc, "name", "", "a string"),
-        title=f.get(doc, "title", "", "a string"),
-        submission_dir=f.get(doc, "submission_dir", "", "a string"),
-        metric_column=column,
-        metric_label=f.get(m, "label", "metric.", "a string"),
-        metric_scale=scale,
-        threshold=threshold,
-        log_columns=log_columns,
-        inference_items=f.get(inf, "items", "inference.", "a positive whole number"),
-        inference_accuracy_field=f.get(inf, "accuracy_field", "inference.", "a string"),
-        data=data,
-        sensitivity_ladder=tuple(float(t) for t in f.get(m, "sensitivity_ladder", "metric.", "a list of numbers", required=False, default=[])),
+        name=doc["name"],
+        title=doc["title"],
+        submission_dir=doc["submission_dir"],
+        metric_column=m["column"],
+        metric_label=m["label"],
+        metric_scale=m["scale"],
+        threshold=float(m["threshold"]),
+        log_columns=tuple(m["log_columns"]),
+        inference_items=inf["items"],
+        inference_accuracy_field=inf["accuracy_field"],
+        data=doc["data"],
+        sensitivity_ladder=tuple(float(t) for t in m.get("sensitivity_ladder", [])),
+        order=int(doc.get("order", 100)),
+        source=source,
     )
 
 
@@ -121,22 +104,44 @@ def load_task_file(path: Any) -> Task:
     return _from_yaml(doc, source)
 
 
-def load_tasks(directory: Any) -> dict[str, Task]:
-    """Every ``*.yaml`` task file of ``directory``, by task name."""
-    tasks: dict[str, Task] = {}
-    origin: dict[str, str] = {}
+def load_tasks(directory: Any, into: dict[str, Task] | None = None) -> dict[str, Task]:
+    """Every ``*.yaml`` task file of ``directory``, by task name, added to ``into``."""
+    tasks: dict[str, Task] = {} if into is None else into
     for entry in sorted(directory.iterdir(), key=lambda p: p.name):
         if entry.name.endswith(".yaml"):
             task = load_task_file(entry)
             if task.name in tasks:
-                raise DawnpipeError(f"{entry}: field 'name': task {task.name!r} is already defined by {origin[task.name]}")
-            tasks[task.name], origin[task.name] = task, str(entry)
+                raise DawnpipeError(f"{entry}: field 'name': task {task.name!r} is already defined by {tasks[task.name].source}")
+            tasks[task.name] = task
     return tasks
+
+
+def task_dirs() -> list[Path]:
+    return [Path(d) for d in os.environ.get(ENV, "").split(os.pathsep) if d]
+
+
+def use_task_dirs(paths: list[str | Path]) -> None:
+    """Add directories of task files for this process and every command it
+    starts (the environment variable), and read the tasks again."""
+    known = [str(p) for p in task_dirs()]
+    os.environ[ENV] = os.pathsep.join(dict.fromkeys([*known, *(str(Path(p)) for p in paths)]))
+    all_tasks.cache_clear()
 
 
 @functools.cache
 def all_tasks() -> dict[str, Task]:
-    return load_tasks(resources.files(__package__))
+    """Every task, by name (in name order)."""
+    tasks = load_tasks(resources.files(__package__))
+    for directory in task_dirs():
+        if not directory.is_dir():
+            raise DawnpipeError(f"{directory}: no such task directory ({ENV}, or task_dirs in the config)")
+        load_tasks(directory, tasks)
+    return dict(sorted(tasks.items()))
+
+
+def leaderboard_order() -> list[str]:
+    """Task names in the order of their tables on the leaderboard (each task file's ``order``)."""
+    return [t.name for t in sorted(all_tasks().values(), key=lambda t: (t.order, t.name))]
 
 
 def get_task(name: str) -> Task:
@@ -151,3 +156,29 @@ def task_for_submission_dir(dirname: str) -> Task | None:
         if task.submission_dir == dirname:
             return task
     return None
+
+
+@functools.cache
+def _data_kind(module: str, directory: str):
+    """The KIND of a data module: a file ``<directory>/<module>.py`` of a task
+    directory, else an importable module (the package's own: dawnpipe.data.*)."""
+    local = Path(directory) / f"{module}.py" if directory else None
+    if local is not None and local.is_file():
+        name = f"dawnpipe_task_data_{hashlib.sha256(str(local.resolve()).encode()).hexdigest()[:12]}_{module}"
+        spec = importlib.util.spec_from_file_location(name, local)
+        loaded = importlib.util.module_from_spec(spec)
+        sys.modules[name] = loaded
+        spec.loader.exec_module(loaded)
+    else:
+        try:
+            loaded = importlib.import_module(module)
+        except ModuleNotFoundError as e:
+            raise DawnpipeError(f"data module {module!r}: not found ({e}); a task directory's module sits beside its task file") from None
+    kind = getattr(loaded, "KIND", None)
+    from dawnpipe.data.kind import ITEM_KINDS, DataKind
+
+    if not isinstance(kind, DataKind):
+        raise DawnpipeError(f"data module {module!r} ({getattr(loaded, '__file__', '?')}): no KIND = DataKind(...) (see dawnpipe.data.kind)")
+    if kind.items not in ITEM_KINDS:
+        raise DawnpipeError(f"data module {module!r}: KIND.items {kind.items!r} is not one of {', '.join(ITEM_KINDS)}")
+    return kind

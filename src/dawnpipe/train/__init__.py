@@ -5,6 +5,15 @@ from typing import Any
 
 from dawnpipe.errors import DawnpipeError
 
+# (kind of items of the entry's task, its framework) -> the module that trains it
+# (``check_entry``, ``train``), imported only when used.
+TRAINERS = {
+    ("image", "pytorch"): "dawnpipe.train.torch_trainer",
+    ("image", "tensorflow"): "dawnpipe.train.tf_trainer",
+    ("question", "pytorch"): "dawnpipe.train.squad_trainer",
+}
+DATA_PARALLEL = {"dawnpipe.train.torch_trainer"}  # trainers that train with several processes (distributed:)
+
 
 class EntryError(DawnpipeError):
     """A field of the entry being trained is wrong. The trainers know the

@@ -19,6 +19,7 @@ dawnpipe.train.distributed); ``--threads`` is then per process.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import shutil
 from pathlib import Path
@@ -31,7 +32,7 @@ from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import read_json, write_json
 from dawnpipe.runinfo import base_environment, now_iso
 from dawnpipe.tasks import get_task
-from dawnpipe.train import EntryError
+from dawnpipe.train import DATA_PARALLEL, TRAINERS, EntryError
 from dawnpipe.train.distributed import SINGLE, Layout, hardware_tag, rank_from_env, run_launcher
 from dawnpipe.train.outputs import Outputs
 
@@ -44,6 +45,7 @@ def configure(p) -> None:
     p.add_argument("--log-parquet", required=True, type=Path, help="output: per-epoch Parquet log with every column")
     p.add_argument("--checkpoint", required=True, type=Path, help="output: model of the first epoch at the threshold (else the last)")
     p.add_argument("--run-json", required=True, type=Path, help="output: run.json (environment, settings, summary)")
+    p.add_argument("--mllog", type=Path, help="output: the run's MLLOG for MLCommons' tools (default: train.mllog beside --tsv)")
     p.add_argument("--work-dir", type=Path, help="per-epoch state for resuming (default: <run-json dir>/.work)")
     p.add_argument("--threshold", type=float, help="threshold of the task metric (default: the task's official one)")
     p.add_argument("--train-limit", type=optional_int, help="use only the first N training items (demo/test configs; null = all)")
@@ -56,16 +58,18 @@ def configure(p) -> None:
     p.add_argument("--telemetry-interval", type=float, default=1.0, help="seconds between hardware samples; 0 turns sampling off (default 1)")
 
 
+def trainer_name(entry: dict) -> str:
+    items = get_task(entry["task"]).data_kind.items
+    try:
+        return TRAINERS[(items, entry["framework"])]
+    except KeyError:
+        raise DawnpipeError(f"field 'framework': no {entry['framework']} trainer for {items} items (task {entry['task']})") from None
+
+
 def trainer_for(entry: dict):
     """The module that trains ``entry`` (``check_entry``, ``train``); imported
     only when used, so PyTorch jobs never import TensorFlow and the reverse."""
-    if get_task(entry["task"]).data.get("kind") == "squad":  # question answering, not images
-        from dawnpipe.train import squad_trainer as trainer
-    elif entry["framework"] == "tensorflow":
-        from dawnpipe.train import tf_trainer as trainer
-    else:
-        from dawnpipe.train import torch_trainer as trainer
-    return trainer
+    return importlib.import_module(trainer_name(entry))
 
 
 def check_entry(trainer, entry_file: Path, entry: dict) -> None:
@@ -97,10 +101,13 @@ def run(args) -> int:
     settings = settings_from_args(args)
     entry = settings["entry"]
     layout = Layout.of(entry)
-    trainer = trainer_for(entry)
+    try:
+        trainer = trainer_for(entry)
+    except DawnpipeError as e:
+        raise DawnpipeError(f"{args.entry}: {e}") from None
     rank = SINGLE
     if layout.world_size > 1:
-        if entry["framework"] != "pytorch" or get_task(entry["task"]).data.get("kind") == "squad":
+        if trainer.__name__ not in DATA_PARALLEL:
             raise DawnpipeError(
                 f"{args.entry}: distributed: data-parallel training is implemented for the PyTorch image trainer only; "
                 "a TensorFlow or SQuAD entry runs in one process (distributed: {nodes: 1, processes_per_node: 1})"
@@ -114,7 +121,7 @@ def run(args) -> int:
     work_dir = args.work_dir or args.run_json.parent / ".work"
     work_dir.mkdir(parents=True, exist_ok=True)
     started = now_iso()
-    outputs = Outputs(args.tsv, args.log_parquet, args.checkpoint, args.run_json, work_dir)
+    outputs = Outputs(args.tsv, args.log_parquet, args.checkpoint, args.run_json, work_dir, args.mllog or args.tsv.parent / "train.mllog")
     train = trainer.train
     extra = {"rank": rank} if rank.distributed else {}  # only the PyTorch trainer knows ranks
     if not rank.is_main:  # rank 0 samples the node's telemetry and writes every output

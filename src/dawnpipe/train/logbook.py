@@ -10,6 +10,7 @@ an interrupted run never leaves a file that looks finished.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,13 +38,28 @@ PARQUET_COLUMNS = [
 
 
 class Logbook:
-    def __init__(self, metric_columns: tuple[str, ...], threshold_column: str, threshold: float, rows: list[dict] | None = None, *, demo: bool = False):
+    def __init__(
+        self,
+        metric_columns: tuple[str, ...],
+        threshold_column: str,
+        threshold: float,
+        rows: list[dict] | None = None,
+        *,
+        demo: bool = False,
+        extra_columns: tuple[str, ...] = (),
+        format_metric: Callable[[float], str] = lambda v: f"{v:.2f}",
+    ):
         """``demo``: the threshold is a demo config's, not the task's official
-        one; every line that names it says so."""
+        one; every line that names it says so. ``extra_columns``: more of a
+        trainer's metrics for the Parquet log (SQuAD's exact match), after
+        the metric columns. ``format_metric``: how messages show the metric
+        (the task's: percent or a fraction)."""
         self.metric_columns = tuple(metric_columns)
         self.threshold_column = threshold_column
         self.threshold = threshold
         self.demo = demo
+        self.extra_columns = tuple(extra_columns)
+        self.format_metric = format_metric
         self.rows: list[dict[str, Any]] = list(rows or [])
 
     @property
@@ -103,12 +119,10 @@ class Logbook:
             print(f"train: stopping at the threshold (stop_at_threshold); {budget - epochs_done} epochs of the budget not run", flush=True)
         return True
 
-    def not_converged_message(self, format_metric=lambda v: f"{v:.2f}") -> str:
+    def not_converged_message(self) -> str:
         best = max(r[self.threshold_column] for r in self.rows)
-        return (
-            f"train: did not converge: best {self.threshold_column} {format_metric(best)} "
-            f"< {self._threshold_label()} {format_metric(self.threshold)} after {self.rows[-1]['epoch']} epochs"
-        )
+        fmt = self.format_metric
+        return f"train: did not converge: best {self.threshold_column} {fmt(best)} < {self._threshold_label()} {fmt(self.threshold)} after {self.rows[-1]['epoch']} epochs"
 
     def _threshold_label(self) -> str:
         return "demo threshold" if self.demo else "threshold"
@@ -137,7 +151,7 @@ class Logbook:
 
     def frame(self) -> pd.DataFrame:
         cols = [c for c in PARQUET_COLUMNS if c != "epoch"]
-        return pd.DataFrame(self.rows, columns=["epoch", *self.metric_columns, *cols])
+        return pd.DataFrame(self.rows, columns=["epoch", *self.metric_columns, *self.extra_columns, *cols])
 
     def write(self, tsv: Path, parquet: Path) -> None:
         write_text(tsv, self.tsv_text())

@@ -10,8 +10,7 @@ The training clock covers, per step, assembling the padded batch from the
 prepared arrays, the host-to-device copy, forward, backward and the optimizer
 step (like augmentation in the image trainer); evaluating dev F1 (the official
 SQuAD v1.1 metric on the answer *texts*, ``dawnpipe.squad.evaluate``) and
-checkpointing run with the clock stopped. On CUDA the clock is read after
-``torch.cuda.synchronize()`` (``TrainingClock``).
+checkpointing run with the clock stopped (dawnpipe.train.loop owns the clock).
 
 Reader options in the entry's ``model_args`` besides the network's own
 (``dawnpipe.models.squad_reader``): ``vocab_size`` / ``min_word_count`` (words
@@ -24,12 +23,10 @@ file, ``word v1 ... vD`` per line, to initialise the word embeddings) and
 from __future__ import annotations
 
 import hashlib
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import torch
 import torch.nn.functional as F
 
@@ -40,23 +37,13 @@ from dawnpipe.models.squad_reader import best_spans, build_reader
 from dawnpipe.squad.evaluate import score_answer
 from dawnpipe.squad.text import TOKENIZER, kept_size, pad_batch
 from dawnpipe.tasks import get_task
-from dawnpipe.telemetry import mark_training_clock
-from dawnpipe.train import EntryError
-from dawnpipe.train.interruptions import EpochGuard, StopRequest
+from dawnpipe.train import EntryError, loop
+from dawnpipe.train.distributed import SINGLE
+from dawnpipe.train.interruptions import StopRequest
 from dawnpipe.train.logbook import Logbook
-from dawnpipe.train.outputs import Outputs, publish_checkpoint
+from dawnpipe.train.outputs import Outputs
 from dawnpipe.train.schedule import lr_at
-from dawnpipe.train.torch_trainer import (
-    TrainingClock,
-    autocast,
-    build_optimizer,
-    pick_device,
-    restore_state,
-    save_checkpoint,
-    seed_everything,
-    threshold_checkpoint,
-    training_state,
-)
+from dawnpipe.train.torch_base import TorchTrainer, autocast, build_optimizer, pick_device, seed_everything
 
 READER_ARGS = {
     "vocab_size": None,
@@ -67,15 +54,6 @@ READER_ARGS = {
     "fix_embeddings": False,
 }
 BUCKET_BATCHES = 20  # batches drawn together and sorted by context length (less padding, still random)
-
-
-class SquadLogbook(Logbook):
-    """The shared logbook, plus the exact-match fraction in the Parquet log."""
-
-    def frame(self) -> pd.DataFrame:
-        frame = super().frame()
-        frame.insert(2, "exact_match", [r["exact_match"] for r in self.rows])
-        return frame
 
 
 def reader_settings(entry: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -213,185 +191,124 @@ def load_pretrained(path: str, words: tuple[str, ...], embedding: torch.nn.Embed
 def train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: int | None = None, resume: bool = True) -> dict[str, Any]:
     """Train one reader with one seed; the summary for run.json. SIGTERM or
     SIGUSR1 stops it at the next step (dawnpipe.train.interruptions)."""
-    with StopRequest().active() as stop:
-        return _train(settings, data_dir, out, threads=threads, resume=resume, stop=stop)
-
-
-def _train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: int | None, resume: bool, stop: StopRequest) -> dict[str, Any]:
-    entry, hp = settings["entry"], settings["entry"]["hyperparameters"]
-    task = get_task(entry["task"])
-    check_recipe(entry)
-    reader, net_args = reader_settings(entry)
+    check_recipe(settings["entry"])
     if threads:
         torch.set_num_threads(threads)
     gen = seed_everything(settings["seed"])
-    device = pick_device(entry["device"])
-    settings_hash = config_hash(settings)
-
-    vocab = load_vocab(data_dir)
-    n_words = kept_size(vocab["word_counts"], reader["vocab_size"], reader["min_word_count"])
-    n_chars = kept_size(vocab["char_counts"], reader["char_vocab_size"], 1)
-    sizes = (n_words, n_chars)
-    train_split = load_squad(data_dir, "train", settings["train_limit"])
-    dev_split = load_squad(data_dir, "dev", settings["test_limit"])
-    answer_tokens = np.asarray(train_split.arrays["answer_tokens"][: len(train_split)])
-    trainable = np.nonzero(answer_tokens[:, 0] >= 0)[0]  # questions whose first answer aligns to tokens
-    if trainable.size == 0:
-        raise DawnpipeError(f"{data_dir}: no training question with an answer aligned to tokens")
-    lengths = np.array([train_split.context_length(int(i)) for i in trainable])
-
-    model = build_reader(entry["model"], n_words, n_chars, **net_args).to(device)
-    pretrained = None
-    if reader["pretrained_embeddings"]:
-        pretrained = load_pretrained(reader["pretrained_embeddings"], tuple(vocab["words"][:n_words]), model.embedding)
-    if reader["fix_embeddings"]:
-        model.embedding.weight.requires_grad_(False)
-    optimizer = build_optimizer(torch.nn.ParameterList(p for p in model.parameters() if p.requires_grad), hp)
-    scaler = torch.amp.GradScaler("cuda", enabled=(device.type == "cuda" and hp["precision"] == "fp16"))
-    logbook = SquadLogbook(task.log_columns, task.metric_column, settings["threshold"], demo=settings["demo_threshold"])
-    clock = TrainingClock(device)
-    guard = EpochGuard(stop, out.work_dir, settings_hash, resume=resume)
-    wall_offset, start_epoch, resumed_from = 0.0, 0, None
-
-    last_path = out.work_dir / "last.pt"
-    work_threshold = out.work_dir / "threshold.pt"
-    if resume and last_path.exists():
-        restored = restore_state(last_path, settings_hash, device, model=model, optimizer=optimizer, scaler=scaler, gen=gen, logbook=logbook, clock=clock)
-        if restored is not None:
-            wall_offset, start_epoch = restored
-            resumed_from = start_epoch
-    # spent, and paid for: counted in the training clock (and the wall clock, which never runs behind it)
-    pending = guard.lost_before(start_epoch + 1)
-    clock.elapsed += pending
-    wall_offset += pending
-
-    batch = hp["batch_size"]
-    steps = -(-trainable.size // batch)
-    checkpoint_meta = {
-        "entry_id": entry["id"],
-        "task": task.name,
-        "framework": "pytorch",
-        "model": entry["model"],
-        "model_args": net_args,
-        "reader": reader,
-        "tokenizer": TOKENIZER,
-        "vocab_words": list(vocab["words"][:n_words]),
-        "vocab_chars": list(vocab["chars"][:n_chars]),
-        "precision": hp["precision"],
-        "threshold": settings["threshold"],
-        "metric": task.metric_column,
-    }
-    print(
-        f"train: {entry['id']} seed {settings['seed']} on {device} ({torch.get_num_threads()} threads): "
-        f"{trainable.size} training questions ({len(train_split) - trainable.size} without an aligned answer skipped), "
-        f"{len(dev_split)} dev questions, vocabulary {n_words} words / {n_chars} characters, "
-        f"{sum(p.numel() for p in model.parameters())} parameters, {hp['epochs']} epochs of {steps} steps, "
-        f"threshold {task.metric_column} >= {settings['threshold']:g}" + (" (demo threshold)" if settings["demo_threshold"] else "")
-    )
-
-    wall_start = time.perf_counter() - wall_offset
-    mark_training_clock(wall_start)  # places the log's wall_hours on the telemetry samples
-    stopped_early = False
-    for epoch in range(start_epoch, hp["epochs"]):
-        if logbook.reached_row is not None and settings["stop_at_threshold"]:  # resumed after reaching it
-            stopped_early = True
-            break
-        guard.stop_before(epoch + 1, stop.requested)
-        model.train()
-        epoch_clock_before = clock.elapsed
-        guard.begin(epoch + 1, clock.elapsed)
-        interrupted = False
-        with clock.running():
-            loss_sum = torch.zeros((), device=device)
-            seen = 0
-            for step, rows in enumerate(batch_order(lengths, batch, gen)):
-                if stop.requested:
-                    interrupted = True
-                    break
-                t = to_device(pad_batch([train_split.example(int(i), n_words, n_chars) for i in trainable[rows]]), device)
-                lr = lr_at(epoch + step / steps, hp["lr"], hp["schedule"], hp["epochs"])
-                for group in optimizer.param_groups:
-                    group["lr"] = lr
-                with autocast(device, hp["precision"]):
-                    start_logits, end_logits = forward(model, t)
-                loss = span_loss(start_logits, end_logits, t)
-                optimizer.zero_grad(set_to_none=True)
-                scaler.scale(loss).backward()
-                scaler.step(optimizer)
-                scaler.update()
-                loss_sum += loss.detach().float() * len(rows)
-                seen += len(rows)
-                guard.heartbeat()
-        if interrupted:
-            guard.stop_within(epoch + 1, clock.elapsed - epoch_clock_before)
-        train_loss = float(loss_sum) / seen
-        epoch_seconds = clock.elapsed - epoch_clock_before
-        guard.trained(epoch + 1, epoch_seconds)
-        if not np.isfinite(train_loss):
-            raise DawnpipeError(f"{entry['id']} seed {settings['seed']}: training loss became {train_loss} in epoch {epoch + 1}; the recipe diverged")
-
-        t_eval = time.perf_counter()
-        metrics, eval_loss = evaluate(model, dev_split, sizes, device, hp, reader["max_answer_tokens"])
-        t_evaluated = time.perf_counter()
-
-        # metrics hold exact_match beside f1Score: SquadLogbook.frame keeps it in the Parquet log
-        row = logbook.epoch_row(
-            epoch + 1,
-            clock.elapsed,
-            metrics,
-            train_loss=train_loss,
-            eval_loss=eval_loss,
-            eval_seconds=t_evaluated - t_eval,
-            wall_seconds=t_evaluated - wall_start,
-            epoch_seconds=epoch_seconds,
-            lr=lr,
-            items=seen,
-            lost_seconds=guard.lost_in(epoch + 1),
+    device = pick_device(settings["entry"]["device"])
+    with StopRequest().active() as stop:
+        trainer = ReaderTrainer(settings, data_dir, gen=gen, device=device)
+        task = trainer.task
+        # the exact-match fraction beside F1 in the Parquet log
+        logbook = Logbook(
+            task.log_columns,
+            task.metric_column,
+            settings["threshold"],
+            demo=settings["demo_threshold"],
+            extra_columns=("exact_match",),
+            format_metric=task.format_metric,
         )
-        t_ckpt = time.perf_counter()
-        first_reached = logbook.add(row)
-        if first_reached:
-            save_checkpoint(work_threshold, threshold_checkpoint(checkpoint_meta, model, row, task.metric_column, True))
-        logbook.write(out.work_dir / "train.tsv", out.work_dir / "train.parquet")
-        save_checkpoint(
-            last_path,
-            training_state(
-                settings_hash,
-                epoch + 1,
-                time.perf_counter() - wall_start,
-                hp=hp,
-                model=model,
-                optimizer=optimizer,
-                scaler=scaler,
-                gen=gen,
-                logbook=logbook,
-                clock=clock,
-            ),
-        )
-        guard.saved(epoch + 1)
-        row["checkpoint_seconds"] = time.perf_counter() - t_ckpt
-        print(
-            logbook.progress_line(row, hp["epochs"], first_reached) + f"  (exact match {row['exact_match']:.4f}, F1 {task.format_metric(row['f1Score'])})",
-            flush=True,
-        )
-        if logbook.stops_early(first_reached, epoch + 1, hp["epochs"], settings["stop_at_threshold"]):
-            stopped_early = True
-            break
+        return loop.run(trainer, settings, out, logbook, settings_hash=config_hash(settings), resume=resume, stop=stop)
 
-    if logbook.reached_row is None:
-        save_checkpoint(work_threshold, threshold_checkpoint(checkpoint_meta, model, logbook.rows[-1], task.metric_column, False))
-        print(logbook.not_converged_message(task.format_metric))
-    logbook.write(out.tsv, out.parquet)
-    publish_checkpoint(work_threshold, out.checkpoint)
-    from dawnpipe.runinfo import torch_environment
 
-    return {
-        **logbook.summary(clock_seconds=clock.elapsed, wall_seconds=time.perf_counter() - wall_start, stopped_early=stopped_early, resumed_from=resumed_from),
-        **guard.summary(),
-        "best_exact_match": max(r["exact_match"] for r in logbook.rows),
-        "train_items": int(trainable.size),
-        "test_items": len(dev_split),
-        "vocabulary": {"words": n_words, "chars": n_chars},
-        "pretrained_embeddings": pretrained,
-        "environment": torch_environment(device),
-    }
+class ReaderTrainer(TorchTrainer):
+    """A SQuAD reader's epoch and evaluation (the loop's Trainer)."""
+
+    def __init__(self, settings: dict[str, Any], data_dir: Path, *, gen: torch.Generator, device: torch.device):
+        entry, hp = settings["entry"], settings["entry"]["hyperparameters"]
+        self.settings, self.hp, self.task = settings, hp, get_task(entry["task"])
+        self.reader, net_args = reader_settings(entry)
+        vocab = load_vocab(data_dir)
+        n_words = kept_size(vocab["word_counts"], self.reader["vocab_size"], self.reader["min_word_count"])
+        n_chars = kept_size(vocab["char_counts"], self.reader["char_vocab_size"], 1)
+        self.sizes = (n_words, n_chars)
+        self.train_split = load_squad(data_dir, "train", settings["train_limit"])
+        self.dev_split = load_squad(data_dir, "dev", settings["test_limit"])
+        answer_tokens = np.asarray(self.train_split.arrays["answer_tokens"][: len(self.train_split)])
+        self.trainable = np.nonzero(answer_tokens[:, 0] >= 0)[0]  # questions whose first answer aligns to tokens
+        if self.trainable.size == 0:
+            raise DawnpipeError(f"{data_dir}: no training question with an answer aligned to tokens")
+        self.lengths = np.array([self.train_split.context_length(int(i)) for i in self.trainable])
+
+        model = build_reader(entry["model"], n_words, n_chars, **net_args).to(device)
+        self.pretrained = None
+        if self.reader["pretrained_embeddings"]:
+            self.pretrained = load_pretrained(self.reader["pretrained_embeddings"], tuple(vocab["words"][:n_words]), model.embedding)
+        if self.reader["fix_embeddings"]:
+            model.embedding.weight.requires_grad_(False)
+        super().__init__(
+            model=model,
+            optimizer=build_optimizer(torch.nn.ParameterList(p for p in model.parameters() if p.requires_grad), hp),
+            scaler=torch.amp.GradScaler("cuda", enabled=(device.type == "cuda" and hp["precision"] == "fp16")),
+            gen=gen,
+            device=device,
+            rank=SINGLE,
+            metric_column=self.task.metric_column,
+            checkpoint_meta={
+                "entry_id": entry["id"],
+                "task": self.task.name,
+                "framework": "pytorch",
+                "model": entry["model"],
+                "model_args": net_args,
+                "reader": self.reader,
+                "tokenizer": TOKENIZER,
+                "vocab_words": list(vocab["words"][:n_words]),
+                "vocab_chars": list(vocab["chars"][:n_chars]),
+                "precision": hp["precision"],
+                "threshold": settings["threshold"],
+                "metric": self.task.metric_column,
+            },
+        )
+        self.steps = -(-self.trainable.size // hp["batch_size"])
+
+    def describe(self) -> str:
+        s, hp, (n_words, n_chars) = self.settings, self.hp, self.sizes
+        return (
+            f"train: {s['entry']['id']} seed {s['seed']} on {self.device} ({torch.get_num_threads()} threads): "
+            f"{self.trainable.size} training questions ({len(self.train_split) - self.trainable.size} without an aligned answer skipped), "
+            f"{len(self.dev_split)} dev questions, vocabulary {n_words} words / {n_chars} characters, "
+            f"{sum(p.numel() for p in self.model.parameters())} parameters, {hp['epochs']} epochs of {self.steps} steps, "
+            f"threshold {self.task.metric_column} >= {s['threshold']:g}" + (" (demo threshold)" if s["demo_threshold"] else "")
+        )
+
+    def epoch(self, epoch: int, steps: loop.Steps) -> loop.EpochResult:
+        hp, device, (n_words, n_chars) = self.hp, self.device, self.sizes
+        self.model.train()
+        loss_sum = torch.zeros((), device=device)
+        seen, lr = 0, hp["lr"]
+        for step, rows in enumerate(batch_order(self.lengths, hp["batch_size"], self.gen)):
+            if not steps.keep_going(step):
+                return loop.EpochResult(float(loss_sum), seen, lr, interrupted=True)
+            t = to_device(pad_batch([self.train_split.example(int(i), n_words, n_chars) for i in self.trainable[rows]]), device)
+            lr = lr_at(epoch + step / self.steps, hp["lr"], hp["schedule"], hp["epochs"])
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr
+            with autocast(device, hp["precision"]):
+                start_logits, end_logits = forward(self.model, t)
+            loss = span_loss(start_logits, end_logits, t)
+            self.optimizer.zero_grad(set_to_none=True)
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+            loss_sum += loss.detach().float() * len(rows)
+            seen += len(rows)
+        return loop.EpochResult(float(loss_sum), seen, lr)
+
+    def evaluate(self) -> tuple[dict[str, float], float]:
+        # metrics hold exact_match beside f1Score (the logbook's extra column)
+        return evaluate(self.model, self.dev_split, self.sizes, self.device, self.hp, self.reader["max_answer_tokens"])
+
+    def progress_suffix(self, row: dict[str, Any]) -> str:
+        return f"  (exact match {row['exact_match']:.4f}, F1 {self.task.format_metric(row['f1Score'])})"
+
+    def summary(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
+        from dawnpipe.runinfo import torch_environment
+
+        return {
+            "best_exact_match": max(r["exact_match"] for r in rows),
+            "train_items": int(self.trainable.size),
+            "test_items": len(self.dev_split),
+            "vocabulary": {"words": self.sizes[0], "chars": self.sizes[1]},
+            "pretrained_embeddings": self.pretrained,
+            "environment": torch_environment(self.device),
+        }

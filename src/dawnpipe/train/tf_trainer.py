@@ -1,10 +1,10 @@
 """TensorFlow (Keras) trainer: one entry, one seed; the contract of
 ``torch_trainer`` (same prepared data, logs, clock, checkpoint, summary).
 
-A custom training loop around one ``tf.function`` step rather than
-``model.fit``: the learning rate is ``schedule.lr_at`` of the fractional
-epoch at every step (as in PyTorch), the clock brackets exactly the training
-loop, and evaluation and checkpointing run between epochs with the clock
+The one training loop (dawnpipe.train.loop) around one ``tf.function`` step
+rather than ``model.fit``: the learning rate is ``schedule.lr_at`` of the
+fractional epoch at every step (as in PyTorch), the clock brackets exactly
+the epoch, and evaluation and checkpointing run between epochs with the clock
 stopped, not inside callbacks whose time ``fit`` would mix into its own.
 
 The training clock (SPEC.md, objective 1) covers each epoch's loop:
@@ -33,8 +33,7 @@ Same recipe as PyTorch, by construction:
 
 from __future__ import annotations
 
-import contextlib
-import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -45,33 +44,13 @@ from dawnpipe.data.loader import ShardedArray, Split, load_split
 from dawnpipe.entries import config_hash
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.tasks import get_task
-from dawnpipe.telemetry import mark_training_clock
-from dawnpipe.train import EntryError, naming_the_model
-from dawnpipe.train.interruptions import EpochGuard, StopRequest
+from dawnpipe.train import EntryError, loop, naming_the_model
+from dawnpipe.train.interruptions import StopRequest
 from dawnpipe.train.logbook import Logbook
-from dawnpipe.train.outputs import Outputs, publish_checkpoint
+from dawnpipe.train.outputs import Outputs
 from dawnpipe.train.schedule import lr_at, steps_per_epoch
-from dawnpipe.train.state import common_state, restore_common, why_not_resumable
 
 tf = tf_runtime.tf
-
-
-class TrainingClock:
-    """Accumulates seconds spent inside ``with clock.running():`` blocks."""
-
-    def __init__(self, device: str, elapsed: float = 0.0):
-        self.device = device
-        self.elapsed = elapsed
-
-    @contextlib.contextmanager
-    def running(self):
-        tf_runtime.sync(self.device)
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            tf_runtime.sync(self.device)
-            self.elapsed += time.perf_counter() - start
 
 
 def as_nhwc(images: np.ndarray) -> np.ndarray:
@@ -242,171 +221,115 @@ def train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: in
     """Train one entry with one seed; the summary for run.json. SIGTERM or
     SIGUSR1 stops it at the next step (dawnpipe.train.interruptions)."""
     with StopRequest().active() as stop:
-        return _train(settings, data_dir, out, threads=threads, resume=resume, stop=stop)
+        trainer = KerasTrainer(settings, data_dir, threads=threads)
+        task = trainer.task
+        logbook = Logbook(task.log_columns, task.metric_column, settings["threshold"], demo=settings["demo_threshold"])
+        return loop.run(trainer, settings, out, logbook, settings_hash=config_hash(settings), resume=resume, stop=stop)
 
 
-def _train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: int | None, resume: bool, stop: StopRequest) -> dict[str, Any]:
-    entry, hp = settings["entry"], settings["entry"]["hyperparameters"]
-    task = get_task(entry["task"])
-    # Every thread to each op (intra), ops one after another (inter = 1, Intel's
-    # advice for one socket): with as many threads as cores, two convolutions at
-    # once would only fight over the same cores.
-    tf_runtime.configure_threads(threads, 1 if threads else None)
-    device = tf_runtime.pick_device(entry["device"])
-    gen = tf_runtime.seed_everything(settings["seed"])
-    set_precision(hp["precision"], device)
-    settings_hash = config_hash(settings)
+class KerasTrainer:
+    """A Keras image classifier's epoch, evaluation and state (the loop's Trainer)."""
 
-    train_split = load_split(data_dir, "train", settings["train_limit"])
-    test_split = load_split(data_dir, "test", settings["test_limit"])
-    check_supported(entry, train_split)
-    train_np, test_np = as_nhwc(train_split.images), as_nhwc(test_split.images)
-    test_labels = np.array(test_split.labels)
-    mean, std = (list(train_split.stats["mean"]), list(train_split.stats["std"])) if train_split.stats else channel_stats(train_np)
-    n_classes = len(train_split.classes)
-    image_shape = tuple(int(d) for d in train_np.shape[1:])
+    is_main, distributed = True, False
+    state_file, threshold_file = "last.npz", "threshold.npz"
 
-    with tf.device(device):
-        # tf.constant lives on the host; tf.identity under the scope puts a copy on the device
-        train_x, train_y = tf.identity(tf.constant(train_np)), tf.identity(tf.constant(np.array(train_split.labels)))
-        test_x = tf.identity(tf.constant(test_np))
-        model = model_from_entry(entry, image_shape=image_shape, num_classes=n_classes)
-        optimizer = build_optimizer(hp)
-        optimizer.build(model.trainable_variables)
-        train_step, eval_logits = make_steps(model, optimizer, hp, gen, train_x, train_y, mean, std, image_shape)
-    logbook = Logbook(task.log_columns, task.metric_column, settings["threshold"], demo=settings["demo_threshold"])
-    clock = TrainingClock(device)
-    guard = EpochGuard(stop, out.work_dir, settings_hash, resume=resume)
-    wall_offset, start_epoch, resumed_from = 0.0, 0, None
+    def __init__(self, settings: dict[str, Any], data_dir: Path, *, threads: int | None):
+        entry, hp = settings["entry"], settings["entry"]["hyperparameters"]
+        self.settings, self.hp, self.task = settings, hp, get_task(entry["task"])
+        # Every thread to each op (intra), ops one after another (inter = 1, Intel's
+        # advice for one socket): with as many threads as cores, two convolutions at
+        # once would only fight over the same cores.
+        tf_runtime.configure_threads(threads, 1 if threads else None)
+        self.device = tf_runtime.pick_device(entry["device"])
+        self.gen = tf_runtime.seed_everything(settings["seed"])
+        set_precision(hp["precision"], self.device)
 
-    last_path = out.work_dir / "last.npz"
-    work_threshold = out.work_dir / "threshold.npz"
-    if resume and last_path.exists():
-        meta, _ = tf_runtime.load_npz(last_path)
-        if (reason := why_not_resumable(meta, settings_hash)) is None:
-            load_state(last_path, model, optimizer, gen)
-            logbook.rows, clock.elapsed, wall_offset, start_epoch = restore_common(meta)
-            resumed_from = start_epoch
-            print(f"train: resuming after epoch {start_epoch} from {last_path} (training clock {clock.elapsed:.1f}s so far)")
-        else:
-            print(f"train: ignoring {last_path}: {reason}")
-    # spent, and paid for: counted in the training clock (and the wall clock, which never runs behind it)
-    pending = guard.lost_before(start_epoch + 1)
-    clock.elapsed += pending
-    wall_offset += pending
+        train_split = load_split(data_dir, "train", settings["train_limit"])
+        test_split = load_split(data_dir, "test", settings["test_limit"])
+        check_supported(entry, train_split)
+        train_np, test_np = as_nhwc(train_split.images), as_nhwc(test_split.images)
+        self.test_labels = np.array(test_split.labels)
+        mean, std = (list(train_split.stats["mean"]), list(train_split.stats["std"])) if train_split.stats else channel_stats(train_np)
+        n_classes = len(train_split.classes)
+        image_shape = tuple(int(d) for d in train_np.shape[1:])
+        with tf.device(self.device):
+            # tf.constant lives on the host; tf.identity under the scope puts a copy on the device
+            train_x, train_y = tf.identity(tf.constant(train_np)), tf.identity(tf.constant(np.array(train_split.labels)))
+            self.test_x = tf.identity(tf.constant(test_np))
+            self.model = model_from_entry(entry, image_shape=image_shape, num_classes=n_classes)
+            self.optimizer = build_optimizer(hp)
+            self.optimizer.build(self.model.trainable_variables)
+            self.train_step, self.eval_logits = make_steps(self.model, self.optimizer, hp, self.gen, train_x, train_y, mean, std, image_shape)
+        self.n_train, self.batch = int(train_x.shape[0]), hp["batch_size"]
+        self.steps = steps_per_epoch(self.n_train, self.batch, settings["train_limit"])
+        self.checkpoint_meta = {
+            "entry_id": entry["id"],
+            "task": self.task.name,
+            "framework": "tensorflow",
+            "model": entry["model"],
+            "model_args": entry["model_args"],
+            "image_shape": list(image_shape),
+            "num_classes": n_classes,
+            "mean": mean,
+            "std": std,
+            "precision": hp["precision"],
+            "channels_last": True,
+            "tta_flip": hp["tta_flip"],
+            "threshold": settings["threshold"],
+            "metric": self.task.metric_column,
+        }
+        self.environment = _environment(self.device)
 
-    n_train, batch = int(train_x.shape[0]), hp["batch_size"]
-    steps = steps_per_epoch(n_train, batch, settings["train_limit"])
-    checkpoint_meta = {
-        "entry_id": entry["id"],
-        "task": task.name,
-        "framework": "tensorflow",
-        "model": entry["model"],
-        "model_args": entry["model_args"],
-        "image_shape": list(image_shape),
-        "num_classes": n_classes,
-        "mean": mean,
-        "std": std,
-        "precision": hp["precision"],
-        "channels_last": True,
-        "tta_flip": hp["tta_flip"],
-        "threshold": settings["threshold"],
-        "metric": task.metric_column,
-    }
-    env = _environment(device)
-    print(
-        f"train: {entry['id']} seed {settings['seed']} on {env['device']} (TensorFlow {tf.__version__}, "
-        f"{env['threads']} intra-op / {env['interop_threads']} inter-op threads): "
-        f"{n_train} training items, {test_x.shape[0]} test items, {hp['epochs']} epochs of {steps} steps, "
-        f"threshold {task.metric_column} >= {settings['threshold']:g}" + (" (demo threshold)" if settings["demo_threshold"] else ""),
-        flush=True,
-    )
+    def describe(self) -> str:
+        s, hp, env = self.settings, self.hp, self.environment
+        return (
+            f"train: {s['entry']['id']} seed {s['seed']} on {env['device']} (TensorFlow {tf.__version__}, "
+            f"{env['threads']} intra-op / {env['interop_threads']} inter-op threads): "
+            f"{self.n_train} training items, {self.test_x.shape[0]} test items, {hp['epochs']} epochs of {self.steps} steps, "
+            f"threshold {self.task.metric_column} >= {s['threshold']:g}" + (" (demo threshold)" if s["demo_threshold"] else "")
+        )
 
-    wall_start = time.perf_counter() - wall_offset
-    mark_training_clock(wall_start)  # places the log's wall_hours on the telemetry samples
-    stopped_early = False
-    for epoch in range(start_epoch, hp["epochs"]):
-        if logbook.reached_row is not None and settings["stop_at_threshold"]:  # resumed after reaching it
-            stopped_early = True
-            break
-        guard.stop_before(epoch + 1, stop.requested)
-        epoch_clock_before = clock.elapsed
-        guard.begin(epoch + 1, clock.elapsed)
-        interrupted = False
-        with clock.running(), tf.device(device):
-            perm = tf.argsort(gen.uniform([n_train]))
+    def sync(self) -> None:
+        tf_runtime.sync(self.device)
+
+    def any_rank(self, flag: bool) -> bool:
+        return flag
+
+    def barrier(self) -> None:
+        pass
+
+    def epoch(self, epoch: int, steps: loop.Steps) -> loop.EpochResult:
+        hp, lr = self.hp, self.hp["lr"]
+        with tf.device(self.device):
+            perm = tf.argsort(self.gen.uniform([self.n_train]))
             losses = []
-            for step in range(steps):
-                if stop.requested:
-                    interrupted = True
-                    break
-                lr = lr_at(epoch + step / steps, hp["lr"], hp["schedule"], hp["epochs"])
-                idx = perm[step * batch : (step + 1) * batch]
-                losses.append(train_step(idx, lr))
-                guard.heartbeat()
-            if not interrupted:
-                seen = min(steps * batch, n_train)
-                train_loss = float(tf.add_n(losses)) / seen
-        if interrupted:
-            guard.stop_within(epoch + 1, clock.elapsed - epoch_clock_before)
-        epoch_seconds = clock.elapsed - epoch_clock_before
-        guard.trained(epoch + 1, epoch_seconds)
-        if not np.isfinite(train_loss):
-            raise DawnpipeError(f"{entry['id']} seed {settings['seed']}: training loss became {train_loss} in epoch {epoch + 1}; the recipe diverged")
+            for step in range(self.steps):
+                if not steps.keep_going(step):
+                    return loop.EpochResult(0.0, 0, lr, interrupted=True)
+                lr = lr_at(epoch + step / self.steps, hp["lr"], hp["schedule"], hp["epochs"])
+                idx = perm[step * self.batch : (step + 1) * self.batch]
+                losses.append(self.train_step(idx, lr))
+            return loop.EpochResult(float(tf.add_n(losses)), min(self.steps * self.batch, self.n_train), lr)
 
-        t_eval = time.perf_counter()
-        metrics, eval_loss = evaluate(eval_logits, test_x, test_labels, hp, task.log_columns)
-        t_evaluated = time.perf_counter()
+    def evaluate(self) -> tuple[dict[str, float], float]:
+        return evaluate(self.eval_logits, self.test_x, self.test_labels, self.hp, self.task.log_columns)
 
-        row = logbook.epoch_row(
-            epoch + 1,
-            clock.elapsed,
-            metrics,
-            train_loss=train_loss,
-            eval_loss=eval_loss,
-            eval_seconds=t_evaluated - t_eval,
-            wall_seconds=t_evaluated - wall_start,
-            epoch_seconds=epoch_seconds,
-            lr=lr,
-            items=seen,
-            lost_seconds=guard.lost_in(epoch + 1),
-        )
-        t_ckpt = time.perf_counter()
-        first_reached = logbook.add(row)
-        if first_reached:
-            tf_runtime.save_checkpoint(
-                work_threshold, {**checkpoint_meta, "epoch": epoch + 1, "metric_value": row[task.metric_column], "reached_threshold": True}, model
-            )
-        logbook.write(out.work_dir / "train.tsv", out.work_dir / "train.parquet")
-        save_state(
-            last_path,
-            common_state(settings_hash, epoch + 1, hp=hp, rows=logbook.rows, clock_seconds=clock.elapsed, wall_seconds=time.perf_counter() - wall_start),
-            model,
-            optimizer,
-            gen,
-        )
-        guard.saved(epoch + 1)
-        row["checkpoint_seconds"] = time.perf_counter() - t_ckpt
-        print(logbook.progress_line(row, hp["epochs"], first_reached), flush=True)
-        if logbook.stops_early(first_reached, epoch + 1, hp["epochs"], settings["stop_at_threshold"]):
-            stopped_early = True
-            break
+    def save_state(self, path: Path, common: dict[str, Any]) -> None:
+        save_state(path, common, self.model, self.optimizer, self.gen)
 
-    if logbook.reached_row is None:
-        last = logbook.rows[-1]
-        tf_runtime.save_checkpoint(
-            work_threshold, {**checkpoint_meta, "epoch": last["epoch"], "metric_value": last[task.metric_column], "reached_threshold": False}, model
-        )
-        print(logbook.not_converged_message())
-    logbook.write(out.tsv, out.parquet)
-    publish_checkpoint(work_threshold, out.checkpoint)
-    return {
-        **logbook.summary(clock_seconds=clock.elapsed, wall_seconds=time.perf_counter() - wall_start, stopped_early=stopped_early, resumed_from=resumed_from),
-        **guard.summary(),
-        "train_items": int(n_train),
-        "test_items": int(test_x.shape[0]),
-        "environment": env,
-    }
+    def read_state(self, path: Path) -> tuple[dict[str, Any], Callable[[], None]]:
+        meta, _ = tf_runtime.load_npz(path)
+        return meta, lambda: load_state(path, self.model, self.optimizer, self.gen)
+
+    def save_threshold(self, path: Path, row: dict[str, Any], reached: bool) -> None:
+        meta = {**self.checkpoint_meta, "epoch": row["epoch"], "metric_value": row[self.task.metric_column], "reached_threshold": reached}
+        tf_runtime.save_checkpoint(path, meta, self.model)
+
+    def progress_suffix(self, row: dict[str, Any]) -> str:
+        return ""
+
+    def summary(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"train_items": self.n_train, "test_items": int(self.test_x.shape[0]), "environment": self.environment}
 
 
 def _environment(device: str) -> dict[str, Any]:

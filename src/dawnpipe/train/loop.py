@@ -1,0 +1,222 @@
+"""The training loop, once for every trainer (PyTorch images, the SQuAD
+reader, TensorFlow): the timed region, the interruption guard, the per-epoch
+log, checkpoints, resuming and stopping at the threshold.
+
+A trainer supplies only what differs between frameworks and tasks (the
+``Trainer`` protocol): one epoch of training, an evaluation, and its state
+in and out of a file. Everything a reader of a result must trust is here, in
+one place:
+
+- the training clock (SPEC.md objective 1) runs around ``trainer.epoch()``
+  alone, read after ``trainer.sync()`` (CUDA's synchronize, TensorFlow's,
+  and with several processes a barrier, so rank 0's clock spans the slowest
+  rank); evaluation, checkpointing and log writing run with it stopped;
+- the time an interruption lost is added to the clock (train.interruptions);
+- an epoch's row is logged, the threshold checkpoint taken at the first epoch
+  at the threshold, and the state saved for resuming, in that order, by the
+  process that writes (rank 0) only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from dawnpipe.errors import DawnpipeError
+from dawnpipe.telemetry import mark_training_clock
+from dawnpipe.train import mllog
+from dawnpipe.train.interruptions import EpochGuard, StopRequest
+from dawnpipe.train.logbook import Logbook
+from dawnpipe.train.outputs import Outputs, publish_checkpoint
+from dawnpipe.train.state import common_state, restore_common, why_not_resumable
+
+# With several processes, a stop request (a SIGTERM that reached any rank) is
+# looked for every STOP_CHECK_STEPS steps, not every step: looking is an
+# all-reduce whose answer the host must wait for, which on CUDA drains the
+# queue of kernels the GPU would otherwise run ahead on. Every rank counts
+# the same steps, so all of them look, and stop, at the same step. 20 steps
+# keep the delay well inside Slurm's 30 s between SIGTERM and SIGKILL even at
+# one second a step. One process reads its own flag at every step (no sync).
+STOP_CHECK_STEPS = 20
+
+
+class TrainingClock:
+    """Seconds spent inside ``with clock.running():`` blocks, each read after
+    ``sync`` so that no queued work is left outside the clock."""
+
+    def __init__(self, sync: Callable[[], None], elapsed: float = 0.0):
+        self.sync = sync
+        self.elapsed = elapsed
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[None]:
+        self.sync()
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.sync()
+            self.elapsed += time.perf_counter() - start
+
+
+@dataclass
+class EpochResult:
+    """What one epoch of training did: the summed loss over its items (every
+    rank's, with several), how many items, the last learning rate."""
+
+    loss_sum: float
+    items: int
+    lr: float
+    interrupted: bool = False
+
+
+class Steps:
+    """Given to ``Trainer.epoch``: ``keep_going(step)`` before every step says
+    whether to go on (False: a stop was requested) and keeps the epoch's
+    heartbeat (the kill estimate of train.interruptions)."""
+
+    def __init__(self, stop: StopRequest, guard: EpochGuard, any_rank: Callable[[bool], bool], distributed: bool):
+        self.stop, self.guard, self.any_rank, self.distributed = stop, guard, any_rank, distributed
+
+    def keep_going(self, step: int) -> bool:
+        if step:
+            self.guard.heartbeat()
+        if not self.distributed:
+            return not self.stop.requested
+        return not (step % STOP_CHECK_STEPS == 0 and self.any_rank(self.stop.requested))
+
+
+class Trainer(Protocol):
+    """What a framework's trainer supplies to the loop."""
+
+    is_main: bool  # the process that writes (rank 0, or the only one)
+    distributed: bool
+    state_file: str  # name of its resumable state in the work directory (last.pt, last.npz)
+    threshold_file: str  # name of its threshold checkpoint in the work directory
+
+    def describe(self) -> str: ...  # the run's first line: what trains, on what, how much
+    def sync(self) -> None: ...  # before each reading of the clock
+    def any_rank(self, flag: bool) -> bool: ...  # whether any process has ``flag`` (itself, alone)
+    def barrier(self) -> None: ...
+    def epoch(self, epoch: int, steps: Steps) -> EpochResult: ...  # epoch is 0-based; runs on the clock
+    def evaluate(self) -> tuple[dict[str, float], float]: ...  # (metrics, eval loss); clock stopped
+    def save_state(self, path: Path, common: dict[str, Any]) -> None: ...  # common: dawnpipe.train.state
+    def read_state(self, path: Path) -> tuple[dict[str, Any], Callable[[], None]]: ...  # (common part, apply the rest)
+    def save_threshold(self, path: Path, row: dict[str, Any], reached: bool) -> None: ...
+    def progress_suffix(self, row: dict[str, Any]) -> str: ...  # more for the epoch's line ("" for none)
+    def summary(self, rows: list[dict[str, Any]]) -> dict[str, Any]: ...  # its part of run.json's result, given the log's rows
+
+
+def run(
+    trainer: Trainer, settings: dict[str, Any], out: Outputs, logbook: Logbook, *, settings_hash: str, resume: bool, stop: StopRequest
+) -> dict[str, Any] | None:
+    """Train ``trainer`` to its epoch budget (or the threshold, when
+    settings say stop_at_threshold); the summary for run.json, or None on
+    ranks other than 0. SIGTERM/SIGUSR1 stop it between steps, leaving a
+    resumable state (Interrupted)."""
+    hp, main = settings["entry"]["hyperparameters"], trainer.is_main
+    guard = EpochGuard(stop, out.work_dir, settings_hash, resume=resume, keeps_journal=main)
+    clock = TrainingClock(trainer.sync)
+    last_path, threshold_path = out.work_dir / trainer.state_file, out.work_dir / trainer.threshold_file
+    wall_offset, start_epoch, resumed_from = 0.0, 0, None
+    if resume and last_path.exists():
+        common, apply = trainer.read_state(last_path)
+        if (reason := why_not_resumable(common, settings_hash)) is not None:
+            if main:
+                print(f"train: ignoring {last_path}: {reason}")
+        else:
+            apply()
+            logbook.rows, clock.elapsed, wall_offset, start_epoch = restore_common(common)
+            resumed_from = start_epoch
+            if main:
+                print(f"train: resuming after epoch {start_epoch} from {last_path} (training clock {clock.elapsed:.1f}s so far)")
+    # spent, and paid for: counted in the training clock (and the wall clock, which never runs behind it)
+    pending = guard.lost_before(start_epoch + 1)
+    clock.elapsed += pending
+    wall_offset += pending
+    if main:
+        print(trainer.describe(), flush=True)
+
+    steps = Steps(stop, guard, trainer.any_rank, trainer.distributed)
+    wall_start = time.perf_counter() - wall_offset
+    mark_training_clock(wall_start)  # places the log's wall_hours on the telemetry samples
+    stopped_early = False
+    for epoch in range(start_epoch, hp["epochs"]):
+        if logbook.reached_row is not None and settings["stop_at_threshold"]:  # resumed after reaching it
+            stopped_early = True
+            break
+        guard.stop_before(epoch + 1, trainer.any_rank(stop.requested))
+        before = clock.elapsed
+        guard.begin(epoch + 1, clock.elapsed)
+        with clock.running():  # the timed region: one epoch of training, nothing else
+            result = trainer.epoch(epoch, steps)
+        if result.interrupted:
+            guard.stop_within(epoch + 1, clock.elapsed - before)
+        epoch_seconds = clock.elapsed - before
+        guard.trained(epoch + 1, epoch_seconds)
+        train_loss = result.loss_sum / result.items
+        if not math.isfinite(train_loss):
+            entry = settings["entry"]
+            raise DawnpipeError(f"{entry['id']} seed {settings['seed']}: training loss became {train_loss} in epoch {epoch + 1}; the recipe diverged")
+
+        t_eval = time.perf_counter()
+        metrics, eval_loss = trainer.evaluate()
+        t_evaluated = time.perf_counter()
+        row = logbook.epoch_row(
+            epoch + 1,
+            clock.elapsed,
+            metrics,
+            train_loss=train_loss,
+            eval_loss=eval_loss,
+            eval_seconds=t_evaluated - t_eval,
+            wall_seconds=t_evaluated - wall_start,
+            epoch_seconds=epoch_seconds,
+            lr=result.lr,
+            items=result.items,
+            lost_seconds=guard.lost_in(epoch + 1),
+        )
+        t_saving = time.perf_counter()
+        first_reached = logbook.add(row)  # on every rank: the metrics are global, so every rank decides alike
+        if main:
+            if first_reached:
+                trainer.save_threshold(threshold_path, row, True)
+            logbook.write(out.work_dir / "train.tsv", out.work_dir / "train.parquet")
+            wall_seconds = time.perf_counter() - wall_start
+            trainer.save_state(
+                last_path, common_state(settings_hash, epoch + 1, hp=hp, rows=logbook.rows, clock_seconds=clock.elapsed, wall_seconds=wall_seconds)
+            )
+            guard.saved(epoch + 1)
+            row["checkpoint_seconds"] = time.perf_counter() - t_saving
+            print(logbook.progress_line(row, hp["epochs"], first_reached) + trainer.progress_suffix(row), flush=True)
+        if logbook.stops_early(first_reached, epoch + 1, hp["epochs"], settings["stop_at_threshold"], say=main):
+            stopped_early = True
+            break
+
+    trainer.barrier()
+    if not main:
+        return None
+    if logbook.reached_row is None:
+        trainer.save_threshold(threshold_path, logbook.rows[-1], False)
+        print(logbook.not_converged_message())
+    logbook.write(out.tsv, out.parquet)
+    publish_checkpoint(threshold_path, out.checkpoint)
+    summary = {
+        **logbook.summary(clock_seconds=clock.elapsed, wall_seconds=time.perf_counter() - wall_start, stopped_early=stopped_early, resumed_from=resumed_from),
+        **guard.summary(),
+        **trainer.summary(logbook.rows),
+    }
+    if out.mllog is not None:
+        mllog.write(
+            out.mllog,
+            settings=settings,
+            rows=logbook.rows,
+            metric=logbook.threshold_column,
+            run_start_unix=mllog.run_start_unix(wall_start),
+            train_samples=summary["train_items"],
+        )
+    return summary
