@@ -32,10 +32,12 @@ test: setup lint
 test-fast: setup
 	python -m pytest -m "not slow"
 
-# Format and lint (ruff), the workflow (snakemake --lint), and dvc.yaml against the stage table.
+# Format and lint (ruff), the import layers (.importlinter), the workflow
+# (snakemake --lint), and dvc.yaml against the stage table.
 lint: setup
 	ruff format --check src tests bench
 	ruff check src tests bench
+	lint-imports --no-cache
 	snakemake --lint
 	python -m dawnpipe pipeline dvc --check
 

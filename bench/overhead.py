@@ -44,7 +44,9 @@ import sys, time, json, numpy as np, torch, torch.nn.functional as F
 from dawnpipe.entries import load_entry
 from dawnpipe.data.loader import load_split
 from dawnpipe.models.torch_zoo import build_model
-from dawnpipe.train.torch_trainer import augment, Normalizer, autocast, build_optimizer, seed_everything
+from dawnpipe.models.torch_zoo import Normalizer
+from dawnpipe.train.torch_base import autocast, build_optimizer, seed_everything
+from dawnpipe.train.torch_trainer import augment
 from dawnpipe.train.schedule import lr_at
 entry_path, data, items, epochs, threads, seed = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
 torch.set_num_threads(threads)

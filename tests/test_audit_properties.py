@@ -19,6 +19,7 @@ from submission_factory import CIFAR_TSV, inference_meta, train_meta, write
 from dawnpipe import leaderboard
 from dawnpipe.audit.core import audit
 from dawnpipe.audit.output import as_json, message_table, terminal
+from dawnpipe.audit.rows import submission_rows
 from dawnpipe.report.render import audit_view
 
 # DAWNPIPE_FUZZ_EXAMPLES=2000 for a longer search before a release.
@@ -66,7 +67,7 @@ def check_everything(root: Path) -> None:
     terminal(report, verbose=True).encode("utf-8")
     json.dumps(as_json(report, [str(root)]), allow_nan=False)
     message_table(report)
-    rows_, excluded = leaderboard.submission_rows(report)
+    rows_, excluded = submission_rows(report)
     board = leaderboard.build(rows_, excluded)
     json.dumps(board, allow_nan=False)
     audit_view(report)

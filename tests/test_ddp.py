@@ -199,7 +199,7 @@ def test_scaling_entries_share_one_recipe():
     """config/entries/fastnet-2proc.yaml is fastnet.yaml with a layout: if the
     recipes drift apart, the report no longer puts them in one scaling study."""
     from dawnpipe.entries import load_entry, run_settings
-    from dawnpipe.scaling import recipe_key
+    from dawnpipe.report.scaling import recipe_key
 
     def key(name):
         entry = load_entry(ROOT / "config" / "entries" / f"{name}.yaml")
@@ -212,7 +212,7 @@ def test_scaling_entries_share_one_recipe():
 def test_scaling_study_speedups_against_the_smallest_world_size():
     import pandas as pd
 
-    from dawnpipe.scaling import studies
+    from dawnpipe.report.scaling import studies
 
     def run(entry, world, seed, epoch_seconds, tta_hours, model="fastnet"):
         settings = {

@@ -98,7 +98,7 @@ def test_result_at_threshold_is_ranked_with_its_facts(tiny):
 
 def test_report_ranks_passing_results_and_excludes_the_rest_with_their_accuracy(tiny):
     from dawnpipe.infer.summary import headline
-    from dawnpipe.report.build import inference_rows
+    from dawnpipe.report.rows import inference_rows
 
     accuracy = reference_accuracy(tiny)
     passing = json.loads(infer(tiny, "eager", threshold=accuracy)[1].read_text())

@@ -18,8 +18,8 @@ from dawnpipe.infer.predictor import Predictor
 from dawnpipe.infer.result import latency_record
 from dawnpipe.infer.summary import headline
 from dawnpipe.infer.timing import time_items
-from dawnpipe.report.build import objective_rows
 from dawnpipe.report.render import render_html
+from dawnpipe.report.rows import objective_rows
 from dawnpipe.report.svg import histogram, scatter
 from dawnpipe.tasks import get_task
 

@@ -13,6 +13,7 @@ from submission_factory import CIFAR_TSV, inference_meta, run_dir, train_pair, w
 
 from dawnpipe import leaderboard
 from dawnpipe.audit.core import audit
+from dawnpipe.audit.rows import submission_rows
 
 
 def board_of(*args):
@@ -32,7 +33,7 @@ def test_ranks_by_unrounded_value_and_ties_share_a_rank(tmp_path):
     train_pair(tmp_path, name="fast", tsv="epoch\thours\ttop1Accuracy\n1\t0.0025\t95\n")
     train_pair(tmp_path, name="tie", tsv="epoch\thours\ttop1Accuracy\n0\t0.0001\t10\n1\t0.0025\t95\n")
     report = audit([str(tmp_path)])
-    rows, excluded = leaderboard.submission_rows(report)
+    rows, excluded = submission_rows(report)
     board = leaderboard.build(rows, excluded)
     got = [(r["rank"], r["source"].split("/")[-1], r["display"]) for r in table(board, "cifar10", "train_time")["rows"]]
     assert got == [(1, "fast.json", "0:00:09"), (1, "tie.json", "0:00:09"), (3, "slow.json", "0:00:10")]
@@ -43,7 +44,7 @@ def test_invalid_and_unconverged_submissions_are_excluded_with_the_reason(tmp_pa
     train_pair(tmp_path, name="dnc", tsv=CIFAR_TSV.replace("94.2", "93.1").replace("94.5", "93.5"))
     write(tmp_path, "CIFAR10/inference/weak.json", inference_meta(top1Accuracy=92.0))
     report = audit([str(tmp_path)])
-    rows, excluded = leaderboard.submission_rows(report)
+    rows, excluded = submission_rows(report)
     assert rows == []
     reasons = {e["source"]: e["reason"] for e in excluded}
     assert reasons["CIFAR10/train/broken.json"].startswith("audit error: CIFAR10/train/broken.json: field costPerHour: expected a number")

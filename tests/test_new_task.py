@@ -30,7 +30,7 @@ import numpy as np
 
 from dawnpipe.data.arrays import save_split
 from dawnpipe.data.files import fetch_listed_files
-from dawnpipe.data.kind import DataKind
+from dawnpipe.tasks.kind import DataKind
 
 
 def prepare(task, raw: Path, out: Path) -> dict:

@@ -347,7 +347,7 @@ def test_entries_without_a_flop_counter_say_why(tmp_path):
 
 
 def test_energy_rows_and_exclusions_of_our_runs():
-    from dawnpipe.report.build import objective_rows
+    from dawnpipe.report.rows import objective_rows
 
     def run(seed, reached, energy):
         return {
@@ -378,7 +378,7 @@ def test_energy_rows_and_exclusions_of_our_runs():
 
 def test_the_energy_of_a_multi_node_run_is_not_ranked():
     """Rank 0 samples its own node: a 2-node run's energy is half a figure, excluded with that reason."""
-    from dawnpipe.report.build import objective_rows
+    from dawnpipe.report.rows import objective_rows
 
     run = {
         "run": {

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import sys
-import tempfile
-import traceback
 
+from dawnpipe.crash import crash_report
 from dawnpipe.errors import DawnpipeError, UsageError
 
 # command -> (module, one-line help)
@@ -30,7 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("dawnpipe.report.build", "leaderboard JSON, HTML and the table of all runs"),
     "squad-eval": ("dawnpipe.squad.evaluate", "exact match and F1 of SQuAD v1.1 predictions, like the official script"),
     "audit": ("dawnpipe.audit.cli", "check DAWNBench v1 submissions: a verdict and reasons for every file"),
-    "leaderboard": ("dawnpipe.leaderboard", "rank audited submissions together with our own runs (JSON, HTML)"),
+    "leaderboard": ("dawnpipe.report.board", "rank audited submissions together with our own runs (JSON, HTML)"),
     "export": ("dawnpipe.export", "write our runs as DAWNBench v1 submissions (train JSON + TSV, inference JSON)"),
     "pipeline": ("dawnpipe.pipeline.cli", "write dvc.yaml and params.yaml from the stage table, or print the resolved config"),
 }
@@ -116,15 +114,3 @@ def run_command(command: str, func, args) -> int:
         print(f"dawnpipe {command}: internal error: {type(e).__name__}: {e} (a bug in dawnpipe; please report it with {report})", file=sys.stderr)
         return 70
     return int(code or 0)
-
-
-def crash_report(command: str) -> str:
-    """Write the current exception's traceback to a file; return its path.
-
-    Users see one line, never a traceback (whatever the input); whoever
-    debugs gets the whole traceback from the file the line names."""
-    fd, path = tempfile.mkstemp(prefix=f"dawnpipe-{command}-crash-", suffix=".txt")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(f"dawnpipe {command} {' '.join(sys.argv[2:])}\n\n")
-        traceback.print_exc(file=f)
-    return path

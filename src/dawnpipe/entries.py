@@ -13,9 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from dawnpipe.errors import DawnpipeError
+from dawnpipe.fileio import read_yaml
 from dawnpipe.schemas import jsonschema_check
 
 
@@ -51,13 +50,7 @@ def validate_entry(doc: Any, source: str) -> dict[str, Any]:
 
 def load_entry(path: str | Path) -> dict[str, Any]:
     path = Path(path)
-    try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as e:
-        raise DawnpipeError(f"{path}: not valid YAML: {e}") from None
-    except UnicodeDecodeError as e:
-        raise DawnpipeError(f"{path}: not UTF-8 text (byte {e.start}: {e.reason})") from None
-    entry = validate_entry(doc, str(path))
+    entry = validate_entry(read_yaml(path), str(path))
     entry["id"] = path.stem
     return entry
 

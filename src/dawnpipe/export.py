@@ -30,7 +30,7 @@ from typing import Any
 
 from dawnpipe.errors import DawnpipeError, UsageError
 from dawnpipe.fileio import read_json, write_json, write_text
-from dawnpipe.runfiles import latency_files, read_run_info, run_dirs
+from dawnpipe.runfiles import latency_files, read_run_info, run_dirs, run_source
 from dawnpipe.tasks import get_task
 
 MARKER = ".dawnpipe-export"  # hidden: the auditor does not look at it
@@ -40,10 +40,6 @@ FRAMEWORK_NAMES = {"pytorch": "PyTorch", "tensorflow": "TensorFlow"}
 def slug(text: Any) -> str:
     """One part of a DAWNBench file name: no '_' (it separates the parts), no path characters."""
     return re.sub(r"[^A-Za-z0-9.-]+", "-", str(text)).strip("-.") or "unknown"
-
-
-def run_source(run: dict[str, Any]) -> str:
-    return f"runs/{run['entry']}/seed{run['seed']}"
 
 
 def base_name(author: str, run: dict[str, Any]) -> str:

@@ -76,13 +76,119 @@ def write_csv(path: str | os.PathLike, frame, **kwargs) -> None:
         frame.to_csv(tmp, index=False, **kwargs)
 
 
-def read_json(path: str | os.PathLike) -> Any:
+# Every JSON and YAML file dawnpipe reads goes through read_json / read_yaml:
+# size-capped before and while reading (a 100 MB file, a FIFO or /dev/zero
+# costs neither time nor memory), nesting-capped, numbers that are not finite
+# refused, text that is not UTF-8 named, YAML alias bombs cut short. The
+# caps fit every file the pipeline writes or ships with a wide margin; a
+# caller reading bigger files (SQuAD's 30 MB data files) says so.
+MAX_BYTES = 64 << 20  # 64 MiB
+MAX_DEPTH = 64  # levels of nested objects and lists
+MAX_NODES = 2_000_000  # values in one document (YAML aliases counted each time they are used)
+
+
+def read_capped_bytes(path: str | os.PathLike, max_bytes: int = MAX_BYTES) -> bytes:
+    """The bytes of a regular file of at most ``max_bytes`` bytes; anything else a DawnpipeError naming it."""
+    import stat
+
+    from dawnpipe.errors import DawnpipeError
+
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)  # FileNotFoundError and the like: the CLI names the file
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise DawnpipeError(f"{path}: not a regular file (a directory, device, FIFO or socket); not read")
+        if st.st_size > max_bytes:
+            raise DawnpipeError(f"{path}: {st.st_size:,} bytes, over the {max_bytes:,}-byte cap for this kind of file; not read")
+        chunks, total = [], 0
+        while total <= max_bytes:
+            chunk = os.read(fd, min(1 << 20, max_bytes + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        if total > max_bytes:
+            raise DawnpipeError(f"{path}: grew over the {max_bytes:,}-byte cap while being read; not read")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _text(path, data: bytes) -> str:
     from dawnpipe.errors import DawnpipeError
 
     try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise DawnpipeError(f"{path}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start}: {e.reason})") from None
+
+
+def check_shape(doc: Any, path, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_NODES) -> Any:
+    """``doc`` unless it nests deeper than ``max_depth``, holds more than
+    ``max_nodes`` values or a number that is not finite (iteratively: no
+    recursion to exhaust)."""
+    import math
+
+    from dawnpipe.errors import DawnpipeError
+
+    stack, nodes = [(doc, ())], 0
+    while stack:
+        value, where = stack.pop()
+        nodes += 1
+        if nodes > max_nodes:
+            raise DawnpipeError(f"{path}: more than {max_nodes:,} values (YAML aliases count each time they are used); not read")
+        if len(where) > max_depth:
+            raise DawnpipeError(f"{path}: nested deeper than {max_depth} levels; not read")
+        if isinstance(value, dict):
+            stack.extend((v, (*where, k)) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend((v, (*where, i)) for i, v in enumerate(value))
+        elif isinstance(value, float) and not math.isfinite(value):
+            field = ".".join(map(str, where)) or "(top level)"
+            raise DawnpipeError(f"{path}: field '{field}': not a finite number (NaN or infinity)")
+    return doc
+
+
+def read_json(path: str | os.PathLike, *, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH) -> Any:
+    """A JSON file, bounded (see above); every problem one DawnpipeError naming the file."""
+    import json
+
+    from dawnpipe.errors import DawnpipeError
+
+    text = _text(path, read_capped_bytes(path, max_bytes))
+
+    def no_constant(name: str):
+        raise ValueError(f"{name} is not a number JSON allows")
+
+    try:
+        doc = json.loads(text, parse_constant=no_constant)
     except json.JSONDecodeError as e:
         raise DawnpipeError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
-    except UnicodeDecodeError as e:
-        raise DawnpipeError(f"{path}: not UTF-8 text (byte {e.start}: {e.reason})") from None
+    except RecursionError:
+        raise DawnpipeError(f"{path}: nested too deeply to read; not read") from None
+    except ValueError as e:  # NaN/Infinity, or an integer of thousands of digits
+        raise DawnpipeError(f"{path}: not valid JSON ({str(e)[:120]})") from None
+    return check_shape(doc, path, max_depth)
+
+
+def read_yaml(path: str | os.PathLike, *, max_bytes: int = 1 << 20, max_depth: int = MAX_DEPTH) -> Any:
+    """A YAML file (configs, entries, tasks, rules, prices: 1 MiB is plenty),
+    bounded like read_json; every problem one DawnpipeError naming the file."""
+    return load_yaml_text(_text(path, read_capped_bytes(path, max_bytes)), path, max_depth)
+
+
+def load_yaml_text(text: str, source, max_depth: int = MAX_DEPTH) -> Any:
+    import yaml
+
+    from dawnpipe.errors import DawnpipeError
+
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise DawnpipeError(f"{source}: not valid YAML: {e}") from None
+    except RecursionError:
+        raise DawnpipeError(f"{source}: nested too deeply to read; not read") from None
+    except ValueError as e:  # an integer of thousands of digits
+        raise DawnpipeError(f"{source}: not valid YAML ({str(e)[:120]})") from None
+    return check_shape(doc, source, max_depth)

@@ -76,3 +76,8 @@ def latency_files(run_dir: Path) -> list[Path]:
         return found
     found = [run_dir / "latency.json"] if (run_dir / "latency.json").is_file() else []
     return found + sorted(p for p in run_dir.glob("latency-*.json") if p.is_file())
+
+
+def run_source(info: dict) -> str:
+    """How a run (its run.json) is named in leaderboards and exports: ``runs/<entry>/seed<k>``."""
+    return f"runs/{info['entry']}/seed{info['seed']}"

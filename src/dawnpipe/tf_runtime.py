@@ -31,7 +31,7 @@ import numpy as np
 import tensorflow as tf
 
 from dawnpipe.errors import DawnpipeError
-from dawnpipe.fileio import atomic_path
+from dawnpipe.fileio import atomic_path, check_shape
 
 CHECKPOINT_FORMAT = "dawnpipe-keras-npz-1"
 # an entry's precision -> Keras' global dtype policy (variables stay float32)
@@ -101,7 +101,11 @@ def load_npz(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         raise DawnpipeError(f"{path}: not a Keras checkpoint of dawnpipe ({e})") from None
     if "meta" not in arrays:
         raise DawnpipeError(f"{path}: no 'meta' record (not a Keras checkpoint of dawnpipe)")
-    return json.loads(str(arrays.pop("meta"))), arrays
+    try:
+        meta = check_shape(json.loads(str(arrays.pop("meta"))), path)
+    except (ValueError, RecursionError) as e:
+        raise DawnpipeError(f"{path}: its 'meta' record is not valid JSON ({str(e)[:120]})") from None
+    return meta, arrays
 
 
 def variable_arrays(prefix: str, variables) -> dict[str, np.ndarray]:

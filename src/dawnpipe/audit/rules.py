@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from dawnpipe.errors import DawnpipeError, UsageError
+from dawnpipe.fileio import read_yaml
 
 
 @functools.cache
@@ -30,10 +31,7 @@ def load_rules(max_bytes: int | None = None, overrides: list[Path] | tuple[Path,
     when given."""
     rules = copy.deepcopy(_default_rules())
     for path in overrides:
-        try:
-            doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-        except (yaml.YAMLError, UnicodeDecodeError) as e:
-            raise DawnpipeError(f"{path}: not a YAML file of audit rules: {e}") from None
+        doc = read_yaml(Path(path))
         if doc is not None:
             _merge(rules, doc, str(path), "")
     if max_bytes is not None:

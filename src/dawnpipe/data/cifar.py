@@ -22,8 +22,8 @@ import numpy as np
 
 from dawnpipe.data.arrays import save_split
 from dawnpipe.data.files import fetch_listed_files
-from dawnpipe.data.kind import DataKind
 from dawnpipe.errors import DawnpipeError
+from dawnpipe.tasks.kind import DataKind
 
 BATCH_DIR = "cifar-10-batches-py"
 SIDE, CHANNELS = 32, 3

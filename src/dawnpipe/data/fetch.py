@@ -19,12 +19,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
 from dawnpipe.argtypes import add_task_options, task_option
 from dawnpipe.data.files import source_directory
 from dawnpipe.errors import DawnpipeError
-from dawnpipe.fileio import write_json
+from dawnpipe.fileio import read_yaml, write_json
 from dawnpipe.tasks import get_task
 
 
@@ -32,10 +30,7 @@ def fetch(task_name: str, dest: Path, *, source: str | None = None, cache: Path 
     task = get_task(task_name)
     spec_data = dict(task.data)
     if expect is not None:  # a mirror of modified data (tests, private copies)
-        try:
-            override = yaml.safe_load(Path(expect).read_text(encoding="utf-8"))
-        except yaml.YAMLError as e:
-            raise DawnpipeError(f"{expect}: not valid YAML: {e}") from None
+        override = read_yaml(Path(expect))
         if not isinstance(override, dict) or not isinstance(override.get("files"), dict):
             raise DawnpipeError(f"{expect}: expected a mapping with 'files: {{name: {{sha256, bytes}}}}'")
         spec_data["files"] = override["files"]

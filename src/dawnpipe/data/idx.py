@@ -13,8 +13,8 @@ import numpy as np
 
 from dawnpipe.data.arrays import save_split
 from dawnpipe.data.files import fetch_listed_files
-from dawnpipe.data.kind import DataKind
 from dawnpipe.errors import DawnpipeError
+from dawnpipe.tasks.kind import DataKind
 
 _TYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
 

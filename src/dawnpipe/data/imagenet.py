@@ -43,10 +43,10 @@ from typing import Any
 
 from dawnpipe.data.download import download
 from dawnpipe.data.files import content_check, expected_text, fetch_files, got_text, has_checksum, is_url, no_checksum_note
-from dawnpipe.data.kind import DataKind
 from dawnpipe.data.shards import ImageRef, write_image_shards
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import read_json
+from dawnpipe.tasks.kind import DataKind
 
 IMAGE_SUFFIXES = (".jpeg", ".jpg", ".png")
 SPLITS = ("train", "test")  # "test" is ILSVRC2012 validation: the held-out set the metric is measured on

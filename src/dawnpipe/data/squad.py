@@ -22,7 +22,6 @@ sha256 of every array, like the image tasks.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,6 @@ import numpy as np
 
 from dawnpipe.data.arrays import save_array
 from dawnpipe.data.files import fetch_files
-from dawnpipe.data.kind import DataKind
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import read_json, write_json
 from dawnpipe.progress import progress
@@ -50,6 +48,7 @@ from dawnpipe.squad.text import (
     ordered,
     tokenize,
 )
+from dawnpipe.tasks.kind import DataKind
 
 FORMAT = "squad-tokens-v1"
 
@@ -57,11 +56,7 @@ FORMAT = "squad-tokens-v1"
 # ------------------------------------------------------------------ fetch
 def read_squad(path: Path) -> dict[str, Any]:
     """Parse a SQuAD v1.1 JSON file; anything else is an error naming the file."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise DawnpipeError(f"{path}: not a SQuAD JSON file ({e})") from None
+    doc = read_json(path)
     version = doc.get("version") if isinstance(doc, dict) else None
     if version != EXPECTED_VERSION:
         raise DawnpipeError(f"{path}: field 'version' is {version!r}, expected {EXPECTED_VERSION!r} (SQuAD v1.1)")

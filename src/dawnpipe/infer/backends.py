@@ -34,48 +34,30 @@ class Backend:
     module: str
     framework: str  # the entry framework whose checkpoints it reads (entry.schema.yaml)
     description: str
-    uses: tuple[str, ...] = ()  # other dawnpipe modules it runs (the workflow reruns it when they change)
     items: str = "image"  # the kind of item it answers (dawnpipe.infer.items.KINDS)
     calibrates: bool = False  # takes calibration_items= (training items)
 
 
-_TORCH = ("dawnpipe.infer.torch_model", "dawnpipe.models.torch_zoo", "dawnpipe.train.torch_trainer")
-_SQUAD = ("dawnpipe.models.squad_reader", "dawnpipe.squad.text", "dawnpipe.squad.evaluate", "dawnpipe.data.squad")
-
 BACKENDS: list[Backend] = [
-    Backend("eager", "dawnpipe.infer.torch_backend", "pytorch", "PyTorch eager: inference_mode, channels_last, batch norm folded", _TORCH),
-    Backend("torchscript", "dawnpipe.infer.torchscript_backend", "pytorch", "TorchScript: traced, frozen, optimize_for_inference", _TORCH),
-    Backend("compile", "dawnpipe.infer.compile_backend", "pytorch", "torch.compile (TorchInductor) for the one-item shape", _TORCH),
-    Backend("onnxruntime", "dawnpipe.infer.onnx_backend", "pytorch", "ONNX export run by ONNX Runtime, all graph optimisations", _TORCH),
+    Backend("eager", "dawnpipe.infer.torch_backend", "pytorch", "PyTorch eager: inference_mode, channels_last, batch norm folded"),
+    Backend("torchscript", "dawnpipe.infer.torchscript_backend", "pytorch", "TorchScript: traced, frozen, optimize_for_inference"),
+    Backend("compile", "dawnpipe.infer.compile_backend", "pytorch", "torch.compile (TorchInductor) for the one-item shape"),
+    Backend("onnxruntime", "dawnpipe.infer.onnx_backend", "pytorch", "ONNX export run by ONNX Runtime, all graph optimisations"),
     Backend(
         "onnxruntime-int8",
         "dawnpipe.infer.onnx_int8_backend",
         "pytorch",
         "ONNX export quantised to int8 (static, calibrated on training items), ONNX Runtime",
-        (*_TORCH, "dawnpipe.infer.onnx_backend"),
         calibrates=True,
     ),
-    Backend("eager", "dawnpipe.infer.squad_predictor", "pytorch", "PyTorch eager reader, tokenisation included", _SQUAD, items="question"),
+    Backend("eager", "dawnpipe.infer.squad_predictor", "pytorch", "PyTorch eager reader, tokenisation included", items="question"),
     Backend(
         "tf-function",
         "dawnpipe.infer.tf_backend",
         "tensorflow",
         "TensorFlow: one tf.function graph of the Keras model",
-        ("dawnpipe.tf_runtime", "dawnpipe.models.tf_zoo"),
     ),
 ]
-
-# The framework-agnostic part of every inference result (the infer command).
-COMMON_MODULES = (
-    "dawnpipe.infer.cli",
-    "dawnpipe.infer.timing",
-    "dawnpipe.infer.latency",
-    "dawnpipe.infer.predictor",
-    "dawnpipe.infer.result",
-    "dawnpipe.infer.items",
-    "dawnpipe.infer.backends",
-    "dawnpipe.data.loader",
-)
 
 
 def names() -> list[str]:
@@ -106,12 +88,6 @@ def default_backend(framework: str, items: str = "image") -> str:
     if not found:
         raise DawnpipeError(f"no inference backend answers {items} items from {framework} checkpoints")
     return found[0]
-
-
-def code_modules(name: str, items: str = "image") -> list[str]:
-    """Every dawnpipe module a result of backend ``name`` depends on."""
-    backend = get_backend(name, items)
-    return [*COMMON_MODULES, backend.module, *backend.uses]
 
 
 def load_backend(backend: Backend) -> ModuleType:

@@ -166,7 +166,7 @@ def backend_failure(name: str, error: Exception, announce: bool = True) -> dict[
     exception's traceback goes to a crash file, named) and return its record."""
     reason = str(error) or type(error).__name__
     if not isinstance(error, DawnpipeError):
-        from dawnpipe.cli import crash_report  # the same crash files as the whole command's
+        from dawnpipe.crash import crash_report  # the same crash files as the whole command's
 
         reason = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
         reason += f" (traceback in {crash_report('infer')})"

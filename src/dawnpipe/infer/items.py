@@ -119,5 +119,5 @@ KINDS = {k.name: k for k in (ImageItems(), QuestionItems())}
 
 
 def item_kind(task: Task) -> ImageItems | QuestionItems:
-    """What one inference item of ``task`` is: its data module says (dawnpipe.data.kind)."""
+    """What one inference item of ``task`` is: its data module says (dawnpipe.tasks.kind)."""
     return KINDS[task.data_kind.items]

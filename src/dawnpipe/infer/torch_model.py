@@ -28,7 +28,7 @@ from torch.nn.utils.fusion import fuse_conv_bn_eval
 from dawnpipe import checkpoint
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.infer.predictor import Predictor
-from dawnpipe.models.torch_zoo import build_model
+from dawnpipe.models.torch_zoo import Normalizer, build_model
 
 CHECK_ITEMS = 64  # items of the inference set compared against the checkpoint before timing
 
@@ -129,7 +129,6 @@ def inference_net(ckpt: dict[str, Any], *, fold: bool = True, channels_last: boo
 @torch.inference_mode()
 def reference_logits(ckpt: dict[str, Any], items: np.ndarray) -> np.ndarray:
     """Logits of ``items`` as the trainer's evaluation computes them, in fp32."""
-    from dawnpipe.train.torch_trainer import Normalizer
 
     model = trained_model(ckpt)
     t = torch.from_numpy(np.array(items))

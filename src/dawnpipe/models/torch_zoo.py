@@ -171,3 +171,15 @@ class ImageNetResNet(nn.Module):
     def forward(self, x):
         x = self.features(x)
         return self.head(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+class Normalizer:
+    """The input normalisation of the image models: (x in [0, 1] - mean) / std per channel,
+    the same in training and in every inference backend (their reference)."""
+
+    def __init__(self, mean: float | list[float], std: float | list[float], device):
+        self.mean = torch.tensor(mean, dtype=torch.float32, device=device).reshape(1, -1, 1, 1)
+        self.std = torch.tensor(std, dtype=torch.float32, device=device).reshape(1, -1, 1, 1)
+
+    def __call__(self, x01: torch.Tensor) -> torch.Tensor:
+        return (x01 - self.mean) / self.std

@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from dawnpipe.errors import DawnpipeError, UsageError
-from dawnpipe.fileio import write_text
+from dawnpipe.fileio import read_yaml, write_text
 
 
 def configure(p) -> None:
@@ -67,7 +67,7 @@ def recorded_config_files() -> list[Path]:
 
     if not PARAMS_YAML.is_file():
         return []
-    doc = yaml.safe_load(PARAMS_YAML.read_text(encoding="utf-8")) or {}
+    doc = read_yaml(PARAMS_YAML) or {}
     files = doc.get("config_files") if isinstance(doc, dict) else None
     if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
         raise DawnpipeError(

@@ -34,6 +34,7 @@ from typing import Any
 import yaml
 
 from dawnpipe.errors import DawnpipeError
+from dawnpipe.fileio import read_yaml
 from dawnpipe.schemas import jsonschema_check
 from dawnpipe.schemas.jsonschema_check import describe
 
@@ -97,15 +98,9 @@ def check(doc: Any, schema: Mapping[str, Any], source: str, *, partial: bool) ->
 
 def read_layer(path: Path) -> dict[str, Any]:
     try:
-        text = path.read_text(encoding="utf-8")
+        doc = read_yaml(path)
     except FileNotFoundError:
         raise DawnpipeError(f"{path}: no such config file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise DawnpipeError(f"{path}: cannot be read as UTF-8 text ({e})") from None
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise DawnpipeError(f"{path}: not valid YAML: {e}") from None
     return {} if doc is None else doc
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 from markupsafe import Markup
 
-from dawnpipe.report.svg import histogram, scatter
+from dawnpipe.report.svg import histogram, scatter, time_axis
 
 
 def latency_distribution(result: dict[str, Any]) -> Markup:
@@ -26,7 +26,6 @@ def latency_distribution(result: dict[str, Any]) -> Markup:
 def latency_against_training(runs: list[dict[str, Any]], task_name: str) -> Markup:
     """One point per ranked inference result of the runs that reached the
     threshold: x their training time to the threshold, y the mean latency."""
-    from dawnpipe.report.render import time_axis
 
     mine = [r for r in runs if r["run"]["task"] == task_name and r["tta"]["reached"]]
     if not mine:

@@ -11,17 +11,16 @@ from typing import Any
 import jinja2
 
 from dawnpipe.display import format_hours, format_ms, format_usd
-from dawnpipe.leaderboard import OBJECTIVES, task_order
 from dawnpipe.report import telemetry_sections
 from dawnpipe.report.latency_views import latency_against_training, latency_distribution
-from dawnpipe.report.svg import line_chart
-from dawnpipe.scaling import wants_section as wants_scaling
-from dawnpipe.tasks import all_tasks
+from dawnpipe.report.scaling import wants_section as wants_scaling
+from dawnpipe.report.svg import line_chart, time_axis
+from dawnpipe.tasks import all_tasks, leaderboard_order
 
 
 def _env() -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader("dawnpipe", "templates"),
+        loader=jinja2.PackageLoader("dawnpipe.report", "templates"),
         autoescape=True,  # every template, whatever its file name
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
@@ -30,15 +29,6 @@ def _env() -> jinja2.Environment:
     env.filters.update(hours=format_hours, usd=format_usd, ms=format_ms)
     env.globals.update(latency_distribution=latency_distribution, latency_against_training=latency_against_training)
     return env
-
-
-def time_axis(max_hours: float) -> tuple[str, float]:
-    """A readable unit for a training-time axis: (label, factor from hours)."""
-    if max_hours * 3600 < 600:
-        return "training time (s)", 3600.0
-    if max_hours * 60 < 600:
-        return "training time (min)", 60.0
-    return "training time (h)", 1.0
 
 
 def curves_by_task(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -83,13 +73,12 @@ def render_html(board: dict[str, Any], runs: list[dict[str, Any]], stability: li
     """``audit``: a ``dawnpipe.audit`` report of the submissions merged into ``board`` (None: no submissions)."""
     # Every task's four official tables, empty or not (the twelve DAWNBench
     # tables plus Fashion-MNIST); demo-threshold tables only when they have rows.
-    tasks = {name: all_tasks()[name] for name in task_order()}
+    tasks = {name: all_tasks()[name] for name in leaderboard_order()}
     tables = [t for t in board["objectives"] if not t["demo_threshold"] or t["rows"]]
     ctx: dict[str, Any] = dict(
         board=board,
         tables=tables,
         tasks=tasks,
-        objectives=OBJECTIVES,
         runs=runs,
         stability=stability,
         audit=None if audit is None else audit_view(audit),

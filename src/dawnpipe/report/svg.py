@@ -282,3 +282,12 @@ def scatter(
         )
     out.append("</svg>")
     return Markup("".join(out))
+
+
+def time_axis(max_hours: float) -> tuple[str, float]:
+    """A readable unit for a training-time axis: (label, factor from hours)."""
+    if max_hours * 3600 < 600:
+        return "training time (s)", 3600.0
+    if max_hours * 60 < 600:
+        return "training time (min)", 60.0
+    return "training time (h)", 1.0

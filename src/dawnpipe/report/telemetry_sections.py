@@ -12,7 +12,7 @@ import statistics
 from typing import Any
 
 from dawnpipe.display import format_hours, format_joules
-from dawnpipe.report.svg import line_chart, roofline_chart
+from dawnpipe.report.svg import line_chart, roofline_chart, time_axis
 from dawnpipe.tasks import all_tasks
 
 
@@ -103,7 +103,6 @@ def sensitivity_by_task(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     the rung counting as infinitely slow: an entry whose one seed of three
     reached it is not ranked as if all three had. Seeds that stopped below
     the rung ("not observed") say nothing and are left out of both."""
-    from dawnpipe.report.render import time_axis
 
     tasks = all_tasks()
     by_task: dict[str, dict[str, list[dict]]] = {}

@@ -1,6 +1,6 @@
 """The task registry: one YAML file per task (this package's ``*.yaml``, and
 those of the directories of ``DAWNPIPE_TASK_DIRS``), each naming the data
-module that fetches and prepares its data (dawnpipe.data.kind). A new task
+module that fetches and prepares its data (dawnpipe.tasks.kind). A new task
 is one task file plus one data module; nothing else names it.
 
 Extra task directories come from the config's ``task_dirs`` (the pipeline
@@ -25,9 +25,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from dawnpipe.errors import DawnpipeError
+from dawnpipe.fileio import load_yaml_text, read_yaml
 from dawnpipe.schemas import jsonschema_check
 
 ENV = "DAWNPIPE_TASK_DIRS"
@@ -93,15 +92,13 @@ def _from_yaml(doc: Any, source: str = "task file") -> Task:
 def load_task_file(path: Any) -> Task:
     """One task file (a path or an importlib Traversable): parsed and checked."""
     source = str(path)
+    if isinstance(path, Path):  # a task directory's file: read bounded
+        return _from_yaml(read_yaml(path), source)
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise DawnpipeError(f"{source}: cannot be read as UTF-8 text ({e})") from None
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise DawnpipeError(f"{source}: not valid YAML: {e}") from None
-    return _from_yaml(doc, source)
+    return _from_yaml(load_yaml_text(text, source), source)
 
 
 def load_tasks(directory: Any, into: dict[str, Task] | None = None) -> dict[str, Task]:
@@ -175,10 +172,10 @@ def _data_kind(module: str, directory: str):
         except ModuleNotFoundError as e:
             raise DawnpipeError(f"data module {module!r}: not found ({e}); a task directory's module sits beside its task file") from None
     kind = getattr(loaded, "KIND", None)
-    from dawnpipe.data.kind import ITEM_KINDS, DataKind
+    from dawnpipe.tasks.kind import ITEM_KINDS, DataKind
 
     if not isinstance(kind, DataKind):
-        raise DawnpipeError(f"data module {module!r} ({getattr(loaded, '__file__', '?')}): no KIND = DataKind(...) (see dawnpipe.data.kind)")
+        raise DawnpipeError(f"data module {module!r} ({getattr(loaded, '__file__', '?')}): no KIND = DataKind(...) (see dawnpipe.tasks.kind)")
     if kind.items not in ITEM_KINDS:
         raise DawnpipeError(f"data module {module!r}: KIND.items {kind.items!r} is not one of {', '.join(ITEM_KINDS)}")
     return kind

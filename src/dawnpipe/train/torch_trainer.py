@@ -26,7 +26,7 @@ import torch.nn.functional as F
 
 from dawnpipe.data.loader import load_split
 from dawnpipe.entries import config_hash
-from dawnpipe.models.torch_zoo import build_model
+from dawnpipe.models.torch_zoo import Normalizer, build_model
 from dawnpipe.tasks import get_task
 from dawnpipe.train import EntryError, loop, naming_the_model
 from dawnpipe.train import distributed as ddp
@@ -70,15 +70,6 @@ def apply_augment(x: torch.Tensor, params: dict[str, torch.Tensor], pad: int) ->
         mask = params["flip"].to(x.device)[:, None, None, None]
         x = torch.where(mask, x.flip(3), x)
     return x
-
-
-class Normalizer:
-    def __init__(self, mean: float | list[float], std: float | list[float], device):
-        self.mean = torch.tensor(mean, dtype=torch.float32, device=device).reshape(1, -1, 1, 1)
-        self.std = torch.tensor(std, dtype=torch.float32, device=device).reshape(1, -1, 1, 1)
-
-    def __call__(self, x01: torch.Tensor) -> torch.Tensor:
-        return (x01 - self.mean) / self.std
 
 
 def topk_correct(logits: torch.Tensor, labels: torch.Tensor, ks: tuple[int, ...]) -> dict[int, int]:
