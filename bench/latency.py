@@ -199,4 +199,6 @@ def target_note(target: float, best: dict, speedup: float, best32: dict | None, 
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from dawnpipe.cli import run_command
+
+    sys.exit(run_command("latency", lambda _: main(), None, prog="bench/latency"))

@@ -10,6 +10,7 @@ import pytest
 from submission_factory import CIFAR_TSV, DROP, codes, inference_meta, messages, submission, train_meta, train_pair, write
 
 from dawnpipe.audit.core import audit
+from dawnpipe.audit.rows import submission_rows
 
 NAME = "team_resnet9_1v100_pytorch"
 
@@ -259,11 +260,26 @@ def test_f1_in_percent_is_flagged_as_such(tmp_path):
     assert m.severity == "error" and "percent" in m.text and m.where == "lines 2, 3, column f1Score"
 
 
-def test_inference_f1_in_percent_is_flagged(tmp_path):
+def test_inference_f1_given_as_a_percentage_is_read_as_one_and_ranked(tmp_path):
+    """The published DAWNBench leaderboard ranked an F1 given as 75.8: a
+    warning says how it was read, and the submission stays rankable."""
     write(tmp_path, "SQuAD/inference/x.json", inference_meta("SQuAD", f1Score=75.8))
     report = run(tmp_path)
-    m = [m for m in messages(report, "x.json") if m.where == "field f1Score"]
-    assert m and m[0].severity == "error" and "percent" in m[0].text
+    (m,) = [m for m in messages(report, "x.json") if m.where == "field f1Score"]
+    assert (m.severity, m.code) == ("warning", "inference.percent-not-fraction")
+    assert m.text == "75.8 is a percentage, not a fraction 0..1: read as 0.758 (harmless; ranked)"
+    sub = submission(report, "x")
+    assert sub.valid and not sub.notes and sub.figures["accuracy"] == pytest.approx(0.758)
+    rows, excluded = submission_rows(report)
+    assert [r["objective"] for r in rows] == ["inference_latency", "inference_cost"] and not excluded
+    # below the threshold once read as a percentage: measured, not ranked
+    write(tmp_path, "SQuAD/inference/x.json", inference_meta("SQuAD", f1Score=70.0))
+    sub = submission(run(tmp_path), "x")
+    assert sub.notes and "0.7000 is below the threshold 0.7500" in sub.notes[0]
+    # beyond 100 it is no percentage either: an error
+    write(tmp_path, "SQuAD/inference/x.json", inference_meta("SQuAD", f1Score=175.8))
+    (m,) = [m for m in messages(run(tmp_path), "x.json") if m.where == "field f1Score"]
+    assert (m.severity, m.text) == ("error", "175.8 is above 1")
 
 
 def test_accuracy_given_as_a_fraction_is_a_warning_and_does_not_converge(tmp_path):

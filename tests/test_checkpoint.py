@@ -90,5 +90,6 @@ def test_bench_latency_refuses_a_hostile_checkpoint(tmp_path):
     evil, marker = tmp_path / "model.pt", tmp_path / "ran"
     hostile(evil, marker)
     proc = subprocess.run([sys.executable, str(ROOT / "bench/latency.py"), str(evil)], capture_output=True, text=True, env=tool_env(), timeout=300)
-    assert proc.returncode != 0 and not marker.exists()
-    assert f"{evil}: needs pickle to load" in proc.stderr
+    assert proc.returncode == 1 and not marker.exists() and "Traceback" not in proc.stderr
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("bench/latency: error: ") and f"{evil}: needs pickle to load" in line

@@ -97,19 +97,29 @@ def test_extract_names_a_run_json_without_a_field(tmp_path):
         str(tmp_path / "tta.json"),
     )
     assert proc.returncode == 1, proc.stderr
-    assert f"{run_dir / 'run.json'}: field threshold missing" in proc.stderr
+    assert f"{run_dir / 'run.json'}: field 'threshold': missing" in proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "tta.json").exists()
 
 
 def test_stability_names_the_result_of_another_entry(tmp_path):
     ours, theirs = tmp_path / "a.json", tmp_path / "b.json"
-    base = {"seed": 0, "reached": True, "time_to_accuracy_hours": 0.1, "epochs_to_accuracy": 3}
+    base = {"seed": 0, "task": "fashion-mnist", "threshold": 93.0, "demo_threshold": False, "reached": True, "time_to_accuracy_hours": 0.1}
+    base |= {"wall_time_to_accuracy_hours": 0.11, "epochs_to_accuracy": 3, "cost_usd": 0.01, "usd_per_hour": 0.1, "best_metric": 93.5}
+    base |= {"epochs_run": 3, "training_hours": 0.1, "reason": None}
     write_json(ours, {"entry": "fastnet", **base})
     write_json(theirs, {"entry": "resnet20-dawn", **base})
     proc = run_cli("stability", "--entry", "fastnet", "--out", str(tmp_path / "s.json"), str(ours), str(theirs))
-    assert proc.returncode == 1
-    assert f"{theirs}: field entry is 'resnet20-dawn', not --entry fastnet" in proc.stderr
-    assert "Traceback" not in proc.stderr and not (tmp_path / "s.json").exists()
+    assert proc.returncode == 1 and proc.stderr.splitlines() == [
+        f"dawnpipe stability: error: {theirs}: field entry is 'resnet20-dawn', not --entry fastnet: "
+        "a result of another entry (or not a time-to-accuracy result)"
+    ]
+    assert not (tmp_path / "s.json").exists()
+    # a result of the right entry with a field of the wrong type: named, not a crash in the arithmetic
+    write_json(theirs, {**base, "entry": "fastnet", "time_to_accuracy_hours": "fast"})
+    proc = run_cli("stability", "--entry", "fastnet", "--out", str(tmp_path / "s.json"), str(ours), str(theirs))
+    assert proc.returncode == 1 and proc.stderr.splitlines() == [
+        f"dawnpipe stability: error: {theirs}: field 'time_to_accuracy_hours': expected a number or null, got str 'fast'"
+    ]
 
 
 @pytest.mark.parametrize(

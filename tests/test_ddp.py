@@ -316,7 +316,9 @@ def test_two_process_run_stopped_by_sigterm_resumes_to_the_same_log(runs, tmp_pa
     assert proc.poll() is None, proc.communicate()
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=300)
-    assert proc.returncode != 0 and "stopped by SIGTERM" in err, err
+    assert proc.returncode == 1 and "Traceback" not in err, err
+    (line,) = [x for x in err.splitlines() if "error:" in x]
+    assert line.startswith("dawnpipe train: error: rank ") and "stopped by SIGTERM" in line
     assert (out / "work" / "last.pt").exists() and not (out / "run.json").exists()
 
     done = run_cli(*args, check=True)
@@ -329,3 +331,28 @@ def test_two_process_run_stopped_by_sigterm_resumes_to_the_same_log(runs, tmp_pa
     log = pd.read_parquet(out / "train.parquet")
     assert np.allclose(log["hours"] * 3600, np.cumsum(log["epoch_train_seconds"] + log["lost_seconds"]))
     assert result["lost_training_seconds"] == pytest.approx(log["lost_seconds"].sum())
+
+
+@pytest.mark.slow
+def test_a_failing_rank_is_one_line_naming_it_and_the_ranks_output_is_kept(tmp_path, prepared_fashion_mnist):
+    """Real bad input (a truncated label array) makes the ranks fail: the job
+    says so in one line naming the rank, the entry, the seed and the rank's own
+    reason, and torchrun's traceback with every rank's output stays in files."""
+    import shutil
+
+    data = tmp_path / "prepared"
+    shutil.copytree(prepared_fashion_mnist, data)
+    labels = data / "train_labels.npy"
+    labels.write_bytes(labels.read_bytes()[:100])
+    entry = write_entry(tmp_path / "entries" / "tiny-2proc.yaml", distributed={"nodes": 1, "processes_per_node": 2})
+    out = tmp_path / "out"
+    proc = run_cli(*train_args(entry, data, out))
+    assert proc.returncode == 1 and "Traceback" not in proc.stdout + proc.stderr, proc.stderr
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("dawnpipe train: error: rank 0 of tiny-2proc seed 0 failed: ") and "train_labels.npy: not a readable prepared array" in line
+    ranks = out / "work" / "ranks"
+    assert line.endswith(f"(every rank's output: {ranks})")
+    assert "ChildFailedError" in (ranks / "launcher.stderr").read_text()  # torchrun's own traceback, kept
+    stderr_files = sorted(ranks.rglob("stderr.log"))
+    assert len(stderr_files) == 2 and all("dawnpipe train: error:" in f.read_text() for f in stderr_files)
+    assert not (out / "run.json").exists()

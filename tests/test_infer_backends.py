@@ -10,14 +10,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from infer_fixtures import make_checkpoint, random_items
 
-torch = pytest.importorskip("torch")
-
-from dawnpipe.errors import DawnpipeError  # noqa: E402
-from dawnpipe.infer import backends  # noqa: E402
-from dawnpipe.infer import torch_model as tm  # noqa: E402
-from dawnpipe.infer.predictor import ATOL, RTOL, check_outputs  # noqa: E402
+from dawnpipe.errors import DawnpipeError
+from dawnpipe.infer import backends
+from dawnpipe.infer import torch_model as tm
+from dawnpipe.infer.predictor import ATOL, RTOL, check_outputs
 
 FAST = ["eager", "torchscript", "onnxruntime", "onnxruntime-int8"]
 MODELS = {"fastnet": {"widths": [8, 16, 16, 32]}, "resnet20": {"width": 4}}

@@ -176,8 +176,9 @@ def test_a_run_that_dies_before_run_json_completes_when_retried(tiny, tmp_path):
     (out / "run.json").mkdir(parents=True)
     args = train_args(entry, tiny["data"], out, extra=("--threshold", "1"))
     failed = run_cli(*args)
-    assert failed.returncode != 0 and "Traceback" not in failed.stderr
-    assert f"{out / 'run.json'}" in failed.stderr
+    assert failed.returncode == 1 and "Traceback" not in failed.stderr
+    (line,) = failed.stderr.splitlines()
+    assert line.startswith("dawnpipe train: error: ") and f"{out / 'run.json'}" in line
     assert (out / "model.pt").is_file() and (out / "work" / "threshold.pt").is_file()
     (out / "run.json").rmdir()
     done = run_cli(*args, check=True)

@@ -127,6 +127,7 @@ def test_the_cli_names_a_malformed_task_file_without_a_traceback(tmp_path):
     env = tool_env()
     env["PYTHONPATH"] = os.pathsep.join([str(src), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     proc = run_cli("fetch", "fashion-mnist", "--dest", str(tmp_path / "raw"), env=env)
-    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr
-    assert f"{bad}: field 'metric.threshold': expected a number, got str 'high'" in proc.stderr
+    assert proc.returncode == 1 and proc.stderr.splitlines() == [
+        f"dawnpipe fetch: error: {bad}: field 'metric.threshold': expected a number, got str 'high'"
+    ], proc.stderr
     assert not (tmp_path / "raw").exists()

@@ -4,15 +4,13 @@ strides, padding, batch-norm epsilon and the shortcut projections)."""
 
 from __future__ import annotations
 
+import keras
 import numpy as np
 import pytest
+import torch
+from infer_fixtures import scramble_batch_norm
 
-torch = pytest.importorskip("torch")
-keras = pytest.importorskip("keras")
-
-from infer_fixtures import scramble_batch_norm  # noqa: E402
-
-from dawnpipe.models import tf_zoo, torch_zoo  # noqa: E402
+from dawnpipe.models import tf_zoo, torch_zoo
 
 
 def torch_counts(model) -> dict[str, int]:

@@ -408,4 +408,4 @@ def _installed_tensorflow() -> str:
             return version(dist)
         except PackageNotFoundError:
             continue
-    pytest.skip("TensorFlow is not installed")
+    pytest.fail("TensorFlow is not installed, though requirements.txt pins tensorflow-cpu: run `make setup`")

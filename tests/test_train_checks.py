@@ -47,8 +47,14 @@ def _train_args(entry, tmp_path):
 @pytest.mark.parametrize(
     "change, message",
     [
-        ({"model": "resnet7"}, "model 'resnet7' with model_args {'widths': [24, 48, 96, 192]}: "),
-        ({"model_args": {"widthz": [8, 16, 32, 64]}}, "model 'fastnet' with model_args {'widthz': [8, 16, 32, 64]}: "),
+        # the entry's own model_args, named when the entry is read (schemas/model_args.schema.yaml)
+        ({"model": "resnet7"}, "field 'model_args': unknown key 'widths' (known: block, width, drop_path) (model resnet7, pytorch)"),
+        (
+            {"model_args": {"widthz": [8, 16, 32, 64]}},
+            "field 'model_args': unknown key 'widthz' (known: widths, head_scale, drop_path) (model fastnet, pytorch)",
+        ),
+        # what only the zoo knows: a CIFAR ResNet's depth is 6n + 2
+        ({"model": "resnet7", "model_args": {}}, "model 'resnet7' with model_args {}: a basic CIFAR ResNet needs depth = 6n + 2, not 7"),
     ],
 )
 def test_a_bad_model_is_named_with_the_entry_file_before_any_data_is_read(tmp_path, change, message):

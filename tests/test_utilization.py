@@ -9,6 +9,7 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 from conftest import run_cli
 
 from dawnpipe import leaderboard
@@ -17,8 +18,6 @@ from dawnpipe.report.svg import roofline_chart
 from dawnpipe.tasks import get_task
 from dawnpipe.telemetry.sensitivity import ladder_for, rungs
 from dawnpipe.telemetry.utilization import utilization
-
-torch = pytest.importorskip("torch")
 
 
 # ------------------------------------------------------------------ FLOPs
@@ -139,7 +138,7 @@ def test_sensitivity_cli_by_hand(tmp_path):
     del info["official_threshold"]
     run_json.write_text(json.dumps(info))
     bad = run_cli("sensitivity", "--tsv", str(tsv), "--run-json", str(run_json), "--out", str(out), "--ladder", "90")
-    assert bad.returncode == 1 and f"{run_json}: field official_threshold missing" in bad.stderr and "Traceback" not in bad.stderr
+    assert bad.returncode == 1 and f"{run_json}: field 'official_threshold': missing" in bad.stderr and "Traceback" not in bad.stderr
 
 
 # ------------------------------------------------------------------ utilization stage

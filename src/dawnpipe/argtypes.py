@@ -10,6 +10,7 @@ booleans as ``true``/``false``, a per-task mapping as ``--<task> VALUE`` pairs
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -34,6 +35,32 @@ def positive_int(text: str, *, or_null: bool = False) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number{also}, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a number >= 1{also}, got {value}")
+    return value
+
+
+def threshold(text: str) -> float:
+    """A metric threshold: a finite number > 0 (NaN, infinity and 0 are no threshold)."""
+    value = finite_float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a threshold > 0, got {text!r}")
+    return value
+
+
+def seconds(text: str) -> float:
+    """A duration in seconds: a finite number >= 0."""
+    value = finite_float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, got {text!r}")
+    return value
+
+
+def finite_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
     return value
 
 

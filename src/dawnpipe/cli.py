@@ -12,7 +12,8 @@ import importlib
 import sys
 
 from dawnpipe.crash import crash_report
-from dawnpipe.errors import DawnpipeError, UsageError
+from dawnpipe.display import terminal_safe
+from dawnpipe.errors import DawnpipeError, UsageError, missing_package
 
 # command -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -64,7 +65,11 @@ def take_task_dirs(argv: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    argv = take_task_dirs(list(sys.argv[1:] if argv is None else argv))
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if any("\x00" in a for a in argv):  # a process cannot be given one; a caller in Python can
+        print("dawnpipe: usage error: an argument holds a NUL byte", file=sys.stderr)
+        sys.exit(2)
+    argv = take_task_dirs(argv)
     top = _top_parser()
     if not argv or argv[0] in ("-h", "--help"):
         top.print_help()
@@ -77,7 +82,7 @@ def main(argv: list[str] | None = None) -> None:
     command, rest = argv[0], argv[1:]
     if command not in COMMANDS:
         top.print_usage(sys.stderr)
-        print(f"dawnpipe: error: unknown command {command!r} (choose from {', '.join(COMMANDS)})", file=sys.stderr)
+        print(f"dawnpipe: error: unknown command {terminal_safe(repr(command))} (choose from {', '.join(COMMANDS)})", file=sys.stderr)
         sys.exit(2)
     module_name, help_line = COMMANDS[command]
     parser = argparse.ArgumentParser(prog=f"dawnpipe {command}", description=help_line)
@@ -85,32 +90,44 @@ def main(argv: list[str] | None = None) -> None:
         module = importlib.import_module(module_name)
         module.configure(parser)
     except DawnpipeError as e:
-        print(f"dawnpipe {command}: error: {e}", file=sys.stderr)
+        print(f"dawnpipe {command}: error: {terminal_safe(str(e))}", file=sys.stderr)
+        sys.exit(1)
+    except ModuleNotFoundError as e:  # an optional package missing: an install, not a bug
+        print(f"dawnpipe {command}: error: {missing_package(e) or f'{e} (a bug in dawnpipe: please report it)'}", file=sys.stderr)
         sys.exit(1)
     args = parser.parse_args(rest)  # exits 2 on usage errors
     sys.exit(run_command(command, module.run, args))
 
 
-def run_command(command: str, func, args) -> int:
-    """Run a command body; turn expected failures into one-line messages."""
+def run_command(command: str, func, args, prog: str | None = None) -> int:
+    """Run a command body; turn expected failures into one-line messages
+    headed ``prog`` (``dawnpipe <command>``; a bench script gives its own)."""
+    prog = prog or f"dawnpipe {command}"
     try:
         code = func(args)
     except UsageError as e:
-        print(f"dawnpipe {command}: usage error: {e}", file=sys.stderr)
+        print(f"{prog}: usage error: {terminal_safe(str(e))}", file=sys.stderr)
         return 2
     except DawnpipeError as e:
-        print(f"dawnpipe {command}: error: {e}", file=sys.stderr)
+        print(f"{prog}: error: {terminal_safe(str(e))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print(f"dawnpipe {command}: interrupted", file=sys.stderr)
+        print(f"{prog}: interrupted", file=sys.stderr)
         return 130
+
     except OSError as e:
         # An OSError names its file itself (ENOENT, EISDIR, EACCES, ENOSPC, ...): that is the whole message.
         where = f": {e.filename}" if e.filename else ""
-        print(f"dawnpipe {command}: error: {e.strerror or e}{where}", file=sys.stderr)
+        print(f"{prog}: error: {terminal_safe(f'{e.strerror or e}{where}')}", file=sys.stderr)
         return 1
     except Exception as e:  # a bug in dawnpipe, not bad input: keep the evidence, off the terminal
+        if isinstance(e, ModuleNotFoundError) and (message := missing_package(e)) is not None:  # an install, not a bug
+            print(f"{prog}: error: {message}", file=sys.stderr)
+            return 1
         report = crash_report(command)
-        print(f"dawnpipe {command}: internal error: {type(e).__name__}: {e} (a bug in dawnpipe; please report it with {report})", file=sys.stderr)
+        print(
+            f"{prog}: internal error: {type(e).__name__}: {terminal_safe(str(e))} (a bug in dawnpipe; please report it with {report})",
+            file=sys.stderr,
+        )
         return 70
     return int(code or 0)

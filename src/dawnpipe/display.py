@@ -49,6 +49,31 @@ def format_joules(joules: float) -> str:
     return f"{rounded:.3g} J"
 
 
+# Characters that steer a terminal or reorder what it shows: C0 controls, DEL,
+# C1 controls (0x80-0x9f), and Unicode's bidirectional overrides and isolates.
+_CONTROLS = {*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0), *range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x200E, 0x200F, 0x061C}
+
+
+def terminal_safe(text: str, *, keep_newlines: bool = False) -> str:
+    """Untrusted text (from a submission, a log, a file name) as a terminal
+    may show it: every control character as a visible escape (``\x1b``,
+    ``\u202e``), so an escape sequence in a JSON key or a file name cannot
+    move the cursor, recolour or rewrite the auditor's own output. Lone
+    surrogates (undecodable bytes of a file name) are escaped too."""
+    out = []
+    for ch in text:
+        code = ord(ch)
+        if ch == "\n" and keep_newlines:
+            out.append(ch)
+        elif code in _CONTROLS:
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+        elif 0xD800 <= code <= 0xDFFF:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
 FORMATTERS = {"hours": format_hours, "USD": format_usd, "ms": format_ms, "USD per 10,000 items": format_usd, "J": format_joules}
 
 

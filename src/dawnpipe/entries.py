@@ -15,7 +15,7 @@ from typing import Any
 
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import read_yaml
-from dawnpipe.schemas import jsonschema_check
+from dawnpipe.schemas import jsonschema_check, model_args
 
 
 def entry_schema() -> dict[str, Any]:
@@ -45,7 +45,9 @@ def validate_entry(doc: Any, source: str) -> dict[str, Any]:
 
     if doc["task"] not in all_tasks():
         raise DawnpipeError(f"{source}: field 'task': unknown task {doc['task']!r} (known: {', '.join(all_tasks())})")
-    return fill_defaults(copy.deepcopy(doc), schema)
+    entry = fill_defaults(copy.deepcopy(doc), schema)
+    model_args.check(entry, all_tasks()[entry["task"]].data_kind.items, source)
+    return entry
 
 
 def load_entry(path: str | Path) -> dict[str, Any]:

@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from dawnpipe.errors import DawnpipeError, UsageError
-from dawnpipe.fileio import read_json, write_json, write_text
-from dawnpipe.runfiles import latency_files, read_run_info, run_dirs, run_source
+from dawnpipe.fileio import write_json, write_text
+from dawnpipe.runfiles import latency_files, read_run_file, read_run_info, run_dirs, run_source
 from dawnpipe.tasks import get_task
 
 MARKER = ".dawnpipe-export"  # hidden: the auditor does not look at it
@@ -160,7 +160,7 @@ def _export_run(run_dir: Path, dest: Path, author: str, email: str) -> list[Path
         if not (run_dir / name).is_file():
             raise DawnpipeError(f"{run_dir}: missing {name} (did the train and extract stages run?)")
     run = read_run_info(run_dir / "run.json")
-    tta = read_json(run_dir / "time_to_accuracy.json")
+    tta = read_run_file(run_dir / "time_to_accuracy.json", "time_to_accuracy")
     task = get_task(run["task"])
     name = base_name(author, run)
     train_dir = dest / task.submission_dir / "train"
@@ -169,7 +169,7 @@ def _export_run(run_dir: Path, dest: Path, author: str, email: str) -> list[Path
     train_dir.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(run_dir / "train.tsv", written[1])
     for path in latency_files(run_dir):
-        latency = read_json(path)
+        latency = read_run_file(path, "latency")
         inference_name = f"{name}-{slug(latency['backend'])}-{int(latency['threads'])}t"
         target = dest / task.submission_dir / "inference" / f"{inference_name}.json"
         if target in written:

@@ -3,35 +3,20 @@ hardware tag, each with the source and date it was read."""
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from dawnpipe.errors import DawnpipeError
+from dawnpipe.fileio import read_yaml
+from dawnpipe.schemas import jsonschema_check
 
 
 def load_prices(path: str | Path) -> dict[str, dict[str, Any]]:
+    """The price table by hardware tag; a problem is one line naming the file and the field
+    (a price given as ``true`` is not a number)."""
     path = Path(path)
-    try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as e:
-        raise DawnpipeError(f"{path}: not valid YAML: {e}") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("hardware"), dict):
-        raise DawnpipeError(f"{path}: expected a mapping 'hardware: {{tag: {{usd_per_hour, source, date}}}}'")
-    table = {}
-    for tag, row in doc["hardware"].items():
-        if not isinstance(row, dict):
-            raise DawnpipeError(f"{path}: hardware.{tag}: expected a mapping, got {type(row).__name__}")
-        price = row.get("usd_per_hour")
-        if price is not None and (not isinstance(price, (int, float)) or not math.isfinite(price) or price < 0):
-            raise DawnpipeError(f"{path}: hardware.{tag}.usd_per_hour: {price!r} is not a non-negative number")
-        for key in ("source", "date"):
-            if not row.get(key):
-                raise DawnpipeError(f"{path}: hardware.{tag}.{key}: missing (every price says where and when it was read)")
-        table[str(tag)] = dict(row, usd_per_hour=None if price is None else float(price))
-    return table
+    doc = read_yaml(path)
+    jsonschema_check.check(doc, jsonschema_check.package_schema("prices"), str(path))
+    return {str(tag): dict(row, usd_per_hour=None if row["usd_per_hour"] is None else float(row["usd_per_hour"])) for tag, row in doc["hardware"].items()}
 
 
 def price_per_hour(table: dict[str, dict[str, Any]], tag: str) -> float | None:

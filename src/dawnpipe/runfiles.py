@@ -16,9 +16,9 @@ from pathlib import Path
 
 from dawnpipe.errors import DawnpipeError, UsageError
 from dawnpipe.fileio import read_json
+from dawnpipe.schemas import jsonschema_check
 
 # What every stage after training reads from a run's run.json.
-RUN_INFO_KEYS = ("entry", "seed", "task", "model", "framework", "hardware", "threshold", "official_threshold", "demo_threshold")
 
 
 def files_under(paths: Iterable[Path], pattern: str) -> list[Path]:
@@ -53,16 +53,24 @@ def run_dirs(paths: Iterable[Path]) -> list[Path]:
     return found
 
 
+def read_run_file(path: Path, kind: str) -> dict:
+    """A run's file of ``kind`` (run, time_to_accuracy, latency, stability,
+    utilization, sensitivity; schemas/run_files.schema.yaml), read bounded and
+    checked: a missing field or a value of the wrong type is named with the
+    file, not a KeyError later."""
+    return check_run_file(read_json(path), path, kind)
+
+
+def check_run_file(doc, path: Path, kind: str) -> dict:
+    """``doc`` (the content of ``path``) checked against its kind's schema."""
+    schemas = jsonschema_check.package_schema("run_files")
+    jsonschema_check.check(doc, {**schemas, **schemas[kind]}, str(path))  # the kinds beside it: "#/run" refers to run.json's
+    return doc
+
+
 def read_run_info(path: Path) -> dict:
-    """A run's run.json, with the keys every later stage relies on checked
-    (a hand-edited or truncated file is named, not a KeyError)."""
-    info = read_json(path)
-    if not isinstance(info, dict):
-        raise DawnpipeError(f"{path}: a run.json must be a JSON object, got {type(info).__name__}")
-    missing = [k for k in RUN_INFO_KEYS if k not in info]
-    if missing:
-        raise DawnpipeError(f"{path}: field {', '.join(missing)} missing (a run.json written by `dawnpipe train` has them)")
-    return info
+    """A run's run.json, checked (read_run_file)."""
+    return read_run_file(path, "run")
 
 
 def latency_files(run_dir: Path) -> list[Path]:

@@ -19,7 +19,7 @@ import pandas as pd
 
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import read_json, write_json
-from dawnpipe.runfiles import files_under
+from dawnpipe.runfiles import check_run_file, files_under
 from dawnpipe.schemas.results import StabilityResult, validate
 
 
@@ -61,9 +61,7 @@ def run(args) -> int:
         if not isinstance(record, dict) or record.get("entry") != args.entry:
             found = record.get("entry") if isinstance(record, dict) else None
             raise DawnpipeError(f"{path}: field entry is {found!r}, not --entry {args.entry}: a result of another entry (or not a time-to-accuracy result)")
-        missing = [k for k in ("seed", "reached", "time_to_accuracy_hours", "epochs_to_accuracy") if k not in record]
-        if missing:
-            raise DawnpipeError(f"{path}: field {', '.join(missing)} missing (written by `dawnpipe extract`)")
+        check_run_file(record, path, "time_to_accuracy")  # every field it needs, of the right type
     summary = stability(args.entry, records)
     validate(StabilityResult, pd.DataFrame([summary]).drop(columns=["seeds"]), f"stability of {args.entry}")
     write_json(args.out, summary)

@@ -46,7 +46,8 @@ def without_hypothesis_strategies() -> None:
 
 def run(args) -> int:
     rules = rules_from_args(args)
-    sys.stdout.reconfigure(errors="backslashreplace")  # submissions may hold any text; printing must not fail
+    if hasattr(sys.stdout, "reconfigure"):  # submissions may hold any text; printing must not fail
+        sys.stdout.reconfigure(errors="backslashreplace")
     without_hypothesis_strategies()
     from dawnpipe.audit.core import audit
     from dawnpipe.audit.output import as_json, message_table, terminal

@@ -24,6 +24,23 @@ from dawnpipe.schemas.submissions import TrainingSubmission, field_types, infere
 from dawnpipe.tasks import all_tasks
 
 
+def read_percent_as_fraction(row: dict, task, f) -> None:
+    """A fraction metric (SQuAD's F1) given plainly as a percentage (above 1, at
+    most 100) is read as the percentage it is, with a warning that says so, and
+    ranked: the published DAWNBench leaderboard ranked such an entry. (Training
+    logs get the reverse hint: accuracies given as fractions.)"""
+    name = task.inference_accuracy_field
+    value = row.get(name)
+    if task.metric_scale == "fraction" and isinstance(value, float) and 1.0 < value <= 100.0:
+        row[name] = value / 100.0
+        f.add(
+            "warning",
+            "inference.percent-not-fraction",
+            f"field {name}",
+            f"{value:g} is a percentage, not a fraction 0..1: read as {value / 100.0:.4g} (harmless; ranked)",
+        )
+
+
 def audit(paths: list[str], rules: dict[str, Any] | None = None) -> AuditReport:
     rules = rules or load_rules()
     found = find([os.fspath(p) for p in paths])
@@ -116,6 +133,7 @@ def _validate(subs: list[Submission], rules: dict[str, Any]) -> None:
         rows, owners = [], []
         for sub in group:
             row, reported = typed_fields(sub.doc, fields, sub.json, rules)
+            read_percent_as_fraction(row, task, sub.json)
             sub.meta = row
             rows.append(row)
             owners.append((sub.json, sub.doc, reported))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from dawnpipe.audit.model import AuditReport, FileAudit, Submission
-from dawnpipe.display import format_hours, format_ms, format_usd
+from dawnpipe.display import format_hours, format_ms, format_usd, terminal_safe
 
 
 def figure_note(sub: Submission, f: FileAudit) -> str:
@@ -70,7 +70,8 @@ def terminal(report: AuditReport, verbose: bool = False) -> str:
         f"audit: {c['files']} files: {c['ok']} ok, {c['warning']} with warnings, {c['error']} with errors"
         + (f"; {report.skipped} other files outside <Task>/train and <Task>/inference not audited" if report.skipped else "")
     )
-    return "\n".join(lines) + "\n"
+    # paths, JSON keys, TSV headers and messages quote the submission: shown with control characters escaped
+    return "\n".join(terminal_safe(line) for line in lines) + "\n"
 
 
 def as_json(report: AuditReport, paths: list[str]) -> dict[str, Any]:

@@ -18,6 +18,8 @@ import yaml
 
 from dawnpipe.errors import DawnpipeError, UsageError
 from dawnpipe.fileio import read_yaml
+from dawnpipe.schemas import jsonschema_check
+from dawnpipe.schemas.jsonschema_check import describe
 
 
 @functools.cache
@@ -36,6 +38,8 @@ def load_rules(max_bytes: int | None = None, overrides: list[Path] | tuple[Path,
             _merge(rules, doc, str(path), "")
     if max_bytes is not None:
         rules["limits"]["max_json_bytes"] = rules["limits"]["max_tsv_bytes"] = int(max_bytes)
+    # the merged rules as a whole: an integer where one is needed (a float cap is named, not a crash later)
+    jsonschema_check.check(rules, jsonschema_check.package_schema("audit_rules"), " + ".join(["rules.yaml", *map(str, overrides)]))
     return rules
 
 
@@ -43,20 +47,24 @@ def _merge(rules: dict[str, Any], doc: Any, source: str, prefix: str) -> None:
     """Replace the values of ``rules`` that ``doc`` gives, key by key; a key
     rules.yaml does not have, or a value of another kind, is named."""
     if not isinstance(doc, dict):
-        raise DawnpipeError(f"{source}: {prefix.rstrip('.') or '(top level)'}: expected a mapping of rules")
+        raise DawnpipeError(f"{source}: field '{prefix.rstrip('.') or '(top level)'}': expected a mapping of rules, got {describe(doc)}")
     for key, value in doc.items():
         where = f"{prefix}{key}"
         if key not in rules:
-            raise DawnpipeError(f"{source}: {where}: not an audit rule (known here: {', '.join(map(str, rules))})")
+            raise DawnpipeError(f"{source}: field '{where}': not an audit rule (known here: {', '.join(map(str, rules))})")
         default = rules[key]
         if isinstance(default, dict):
             _merge(default, value, source, where + ".")
-        elif isinstance(default, (int, float)) and not isinstance(default, bool):
+        elif isinstance(default, int) and not isinstance(default, bool):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise DawnpipeError(f"{source}: field '{where}': expected a whole number >= 1, got {describe(value)}")
+            rules[key] = value
+        elif isinstance(default, float):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-                raise DawnpipeError(f"{source}: {where}: {value!r} is not a non-negative number")
-            rules[key] = type(default)(value) if isinstance(default, float) else value
+                raise DawnpipeError(f"{source}: field '{where}': expected a number >= 0, got {describe(value)}")
+            rules[key] = float(value)
         elif not isinstance(value, type(default)):
-            raise DawnpipeError(f"{source}: {where}: expected {type(default).__name__}, got {type(value).__name__}")
+            raise DawnpipeError(f"{source}: field '{where}': expected {type(default).__name__}, got {describe(value)}")
         else:
             rules[key] = value
 

@@ -36,3 +36,16 @@ def save_split(out: Path, split: str, images: np.ndarray, labels: np.ndarray, cl
     }
     print(f"prepare: {split}: {images.shape[0]} items, shape {tuple(images.shape[1:])}")
     return entry
+
+
+def load_array(path: Path) -> np.ndarray:
+    """A prepared ``.npy`` array, memory-mapped (never unpickled); a truncated
+    or foreign file is one DawnpipeError naming it (prepare again)."""
+    from dawnpipe.errors import DawnpipeError
+
+    try:
+        return np.load(path, mmap_mode="r", allow_pickle=False)
+    except FileNotFoundError:
+        raise
+    except (ValueError, OSError, EOFError) as e:
+        raise DawnpipeError(f"{path}: not a readable prepared array ({str(e)[:160]}); run `dawnpipe prepare` again") from None

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dawnpipe.data.arrays import load_array
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import read_json
 
@@ -80,8 +81,8 @@ def load_split(prepared: Path, split: str, limit: int | None = None) -> Split:
     if "shards" in entry["images"]:
         images = _load_shards(prepared, entry["images"])
     else:
-        images = np.load(prepared / entry["images"]["file"], mmap_mode="r")
-    labels = np.load(prepared / entry["labels"]["file"], mmap_mode="r")
+        images = load_array(prepared / entry["images"]["file"])
+    labels = load_array(prepared / entry["labels"]["file"])
     for name, arr in (("images", images), ("labels", labels)):
         if list(arr.shape) != entry[name]["shape"]:
             where = entry[name].get("file", f"the shards of {split}")
@@ -96,7 +97,7 @@ def load_split(prepared: Path, split: str, limit: int | None = None) -> Split:
 def _load_shards(prepared: Path, spec: dict) -> ShardedArray:
     shards = []
     for shard in spec["shards"]:
-        arr = np.load(prepared / shard["file"], mmap_mode="r")
+        arr = load_array(prepared / shard["file"])
         if len(arr) != shard["items"] or list(arr.shape[1:]) != spec["shape"][1:]:
             raise DawnpipeError(
                 f"{prepared / shard['file']}: shape {list(arr.shape)} disagrees with manifest.json ({shard['items']} items of {spec['shape'][1:]})"

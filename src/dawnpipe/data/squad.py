@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from dawnpipe.data.arrays import save_array
+from dawnpipe.data.arrays import load_array, save_array
 from dawnpipe.data.files import fetch_files
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import read_json, write_json
@@ -294,7 +294,7 @@ def load_squad(prepared: Path, split: str, limit: int | None = None) -> SquadSpl
         raise DawnpipeError(f"{prepared / 'manifest.json'}: no split {split!r}")
     arrays = {}
     for name, meta in entry["arrays"].items():
-        arr = np.load(prepared / meta["file"], mmap_mode="r")
+        arr = load_array(prepared / meta["file"])
         if list(arr.shape) != meta["shape"]:
             raise DawnpipeError(f"{prepared / meta['file']}: shape {list(arr.shape)} disagrees with manifest.json ({meta['shape']})")
         arrays[name] = arr

@@ -55,9 +55,10 @@ from pathlib import Path
 from typing import Any
 
 from dawnpipe import telemetry
-from dawnpipe.argtypes import optional_int
+from dawnpipe.argtypes import optional_int, seconds
 from dawnpipe.data.loader import prepared_dir
-from dawnpipe.errors import DawnpipeError, UsageError
+from dawnpipe.display import terminal_safe
+from dawnpipe.errors import DawnpipeError, UsageError, missing_package
 from dawnpipe.fileio import atomic_path, write_json, write_parquet
 from dawnpipe.infer.backends import Backend, backends_for, default_backend, get_backend, load_backend, names
 from dawnpipe.infer.items import item_kind
@@ -96,7 +97,7 @@ def configure(p) -> None:
         help="output: hardware samples while answering, Parquet (default: none; with "
         "--out-dir, those of the headline backend, each backend's as <backend>.telemetry.parquet beside its result)",
     )
-    p.add_argument("--telemetry-interval", type=float, default=1.0, help="seconds between hardware samples (default 1; 0 = off)")
+    p.add_argument("--telemetry-interval", type=seconds, default=1.0, help="seconds between hardware samples (default 1; 0 = off)")
 
 
 def run(args) -> int:
@@ -165,13 +166,15 @@ def backend_failure(name: str, error: Exception, announce: bool = True) -> dict[
     """Name one backend's failure on stderr in one line (an unexpected
     exception's traceback goes to a crash file, named) and return its record."""
     reason = str(error) or type(error).__name__
-    if not isinstance(error, DawnpipeError):
+    if isinstance(error, ModuleNotFoundError) and (missing := missing_package(error)) is not None:
+        reason = missing
+    elif not isinstance(error, DawnpipeError):
         from dawnpipe.crash import crash_report  # the same crash files as the whole command's
 
         reason = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
         reason += f" (traceback in {crash_report('infer')})"
     if announce:
-        print(f"infer: backend {name} failed: {reason}", file=sys.stderr, flush=True)
+        print(f"infer: backend {name} failed: {terminal_safe(reason)}", file=sys.stderr, flush=True)
     return {"backend": name, "error": type(error).__name__, "reason": reason}
 
 

@@ -20,12 +20,12 @@ from typing import Any
 import pandas as pd
 
 from dawnpipe.errors import DawnpipeError
-from dawnpipe.fileio import read_json, write_csv, write_json, write_parquet, write_text
+from dawnpipe.fileio import write_csv, write_json, write_parquet, write_text
 from dawnpipe.report.board import merge
 from dawnpipe.report.frameworks import framework_comparison
 from dawnpipe.report.render import render_html
 from dawnpipe.report.runs import load_run
-from dawnpipe.runfiles import files_under, run_dirs
+from dawnpipe.runfiles import files_under, read_run_file, run_dirs
 from dawnpipe.runinfo import now_iso
 
 
@@ -97,7 +97,7 @@ def configure(p) -> None:
 
 def run(args) -> int:
     runs = [load_run(d) for d in run_dirs(args.runs)]
-    stability = [read_json(p) for p in files_under(args.stability, "*.json")]
+    stability = [read_run_file(p, "stability") for p in files_under(args.stability, "*.json")]
     report = _audit(args.submissions, args)
     board = merge(runs, report)
     board["generated"] = now_iso()

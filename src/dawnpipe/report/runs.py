@@ -10,9 +10,8 @@ from typing import Any
 import pandas as pd
 
 from dawnpipe.errors import DawnpipeError
-from dawnpipe.fileio import read_json
 from dawnpipe.infer.summary import headline
-from dawnpipe.runfiles import latency_files, read_run_info
+from dawnpipe.runfiles import latency_files, read_run_file
 
 
 def load_run(run_dir: Path) -> dict[str, Any]:
@@ -23,13 +22,13 @@ def load_run(run_dir: Path) -> dict[str, Any]:
     latencies = sorted((load_latency(p) for p in latency_files(run_dir)), key=lambda r: r["latency_mean_ms"])
     return {
         "dir": run_dir,
-        "run": read_run_info(run_dir / "run.json"),
-        "tta": read_json(run_dir / "time_to_accuracy.json"),
+        "run": read_run_file(run_dir / "run.json", "run_complete"),
+        "tta": read_run_file(run_dir / "time_to_accuracy.json", "time_to_accuracy"),
         "log": pd.read_parquet(run_dir / "train.parquet"),
         "latencies": latencies,  # every inference result, one per backend (fastest first)
         "latency": headline(latencies),  # the run's headline among them (dawnpipe.infer.summary)
         **{
-            name: read_json(run_dir / f"{name}.json") if (run_dir / f"{name}.json").is_file() else None for name in ("utilization", "sensitivity")
+            name: read_run_file(run_dir / f"{name}.json", name) if (run_dir / f"{name}.json").is_file() else None for name in ("utilization", "sensitivity")
         },  # optional: the analysis stages of issue 9
     }
 
@@ -38,4 +37,4 @@ def load_latency(path: Path) -> dict[str, Any]:
     """One inference result, with the path of its per-item table (None where
     the tool that wrote it kept none: no distribution plot then)."""
     per_item = Path(path).with_suffix(".parquet")
-    return {**read_json(path), "per_item_path": str(per_item) if per_item.is_file() else None}
+    return {**read_run_file(path, "latency"), "per_item_path": str(per_item) if per_item.is_file() else None}

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from dawnpipe.display import terminal_safe
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import read_json
 
@@ -145,8 +146,8 @@ def run(args) -> int:
     dataset = read_json(args.data)
     note = check_version(dataset, str(args.data))
     if note:
-        print(note, file=sys.stderr)
+        print(terminal_safe(note), file=sys.stderr)
     predictions = read_predictions(args.predictions)
-    result = evaluate(dataset, predictions, source=str(args.data), warn=lambda m: print(m, file=sys.stderr))
+    result = evaluate(dataset, predictions, source=str(args.data), warn=lambda m: print(terminal_safe(m), file=sys.stderr))
     print(json.dumps(result))
     return 0

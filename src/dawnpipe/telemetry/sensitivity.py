@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from dawnpipe.argtypes import add_task_options, task_option
+from dawnpipe.argtypes import threshold as threshold_value
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import write_json
 from dawnpipe.runfiles import read_run_info
@@ -88,8 +89,8 @@ def configure(p) -> None:
     p.add_argument("--tsv", required=True, type=Path, help="DAWNBench v1 per-epoch TSV of the run")
     p.add_argument("--run-json", required=True, type=Path, help="the run's run.json (task, thresholds, whether it stopped early)")
     p.add_argument("--out", required=True, type=Path, help="output JSON")
-    p.add_argument("--ladder", type=float, nargs="+", help="thresholds to evaluate (default: the task's ladder)")
-    add_task_options(p, what="sensitivity ladder", dest="ladder_for", type=float, metavar="THRESHOLD", nargs="+")
+    p.add_argument("--ladder", type=threshold_value, nargs="+", help="thresholds to evaluate (default: the task's ladder)")
+    add_task_options(p, what="sensitivity ladder", dest="ladder_for", type=threshold_value, metavar="THRESHOLD", nargs="+")
 
 
 def run(args) -> int:

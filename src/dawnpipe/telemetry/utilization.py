@@ -24,7 +24,7 @@ from typing import Any
 import pandas as pd
 
 from dawnpipe.fileio import read_json, write_json
-from dawnpipe.runfiles import read_run_info
+from dawnpipe.runfiles import read_run_file, read_run_info
 from dawnpipe.tasks import get_task
 from dawnpipe.telemetry import energy as en
 from dawnpipe.telemetry.peaks import device_peak
@@ -186,7 +186,7 @@ def configure(p) -> None:
 
 def run(args) -> int:
     run_info = read_run_info(args.run_json)
-    items = read_json(args.latency_json)["items"] if args.latency_json else None
+    items = read_run_file(args.latency_json, "latency")["items"] if args.latency_json else None
     record = utilization(
         pd.read_parquet(args.log_parquet), run_info, read_json(args.flops), read_samples(args.telemetry), read_samples(args.inference_telemetry), items
     )

@@ -25,7 +25,8 @@ import shutil
 from pathlib import Path
 
 from dawnpipe import telemetry
-from dawnpipe.argtypes import add_flag, add_task_options, optional_int, task_option
+from dawnpipe.argtypes import add_flag, add_task_options, optional_int, seconds, task_option
+from dawnpipe.argtypes import threshold as threshold_value
 from dawnpipe.data.loader import prepared_dir
 from dawnpipe.entries import config_hash, load_entry, run_settings
 from dawnpipe.errors import DawnpipeError
@@ -47,15 +48,15 @@ def configure(p) -> None:
     p.add_argument("--run-json", required=True, type=Path, help="output: run.json (environment, settings, summary)")
     p.add_argument("--mllog", type=Path, help="output: the run's MLLOG for MLCommons' tools (default: train.mllog beside --tsv)")
     p.add_argument("--work-dir", type=Path, help="per-epoch state for resuming (default: <run-json dir>/.work)")
-    p.add_argument("--threshold", type=float, help="threshold of the task metric (default: the task's official one)")
+    p.add_argument("--threshold", type=threshold_value, help="threshold of the task metric (default: the task's official one)")
     p.add_argument("--train-limit", type=optional_int, help="use only the first N training items (demo/test configs; null = all)")
     p.add_argument("--test-limit", type=optional_int, help="use only the first N test items (demo/test configs; null = all)")
     add_flag(p, "--stop-at-threshold", "end training after the first epoch at the threshold")
     p.add_argument("--threads", type=int, help="CPU threads for the framework, per process (default: its own choice)")
     p.add_argument("--no-resume", action="store_true", help="ignore saved per-epoch state and start from scratch")
-    add_task_options(p, what="demo threshold", dest="threshold_for", type=float, metavar="VALUE")
+    add_task_options(p, what="demo threshold", dest="threshold_for", type=threshold_value, metavar="VALUE")
     p.add_argument("--telemetry", type=Path, help="output: hardware samples, Parquet (default: telemetry.parquet beside --run-json)")
-    p.add_argument("--telemetry-interval", type=float, default=1.0, help="seconds between hardware samples; 0 turns sampling off (default 1)")
+    p.add_argument("--telemetry-interval", type=seconds, default=1.0, help="seconds between hardware samples; 0 turns sampling off (default 1)")
 
 
 def trainer_name(entry: dict) -> str:
@@ -116,7 +117,8 @@ def run(args) -> int:
     if rank is None or rank.is_main:  # once: in the launcher, or in the process that trains alone
         check_entry(trainer, args.entry, entry)
     if rank is None:  # not one of the ranks yet: start them, and let them write everything
-        return run_launcher(layout, command_line(args), args.threads)
+        work_dir = args.work_dir or args.run_json.parent / ".work"
+        return run_launcher(layout, command_line(args), args.threads, label=f"{entry['id']} seed {settings['seed']}", ranks_dir=work_dir / "ranks")
     data = prepared_dir(args.data, entry["task"])
     work_dir = args.work_dir or args.run_json.parent / ".work"
     work_dir.mkdir(parents=True, exist_ok=True)

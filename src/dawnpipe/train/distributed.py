@@ -38,6 +38,7 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from dawnpipe.errors import DawnpipeError
@@ -109,9 +110,15 @@ def rank_from_env(env: Mapping[str, str], world_size: int) -> Rank | None:
 # ---------------------------------------------------------------- launching
 
 
-def launch_command(layout: Layout, args: Sequence[str], env: Mapping[str, str], threads: int | None = None) -> tuple[list[str], dict[str, str]]:
+def launch_command(
+    layout: Layout, args: Sequence[str], env: Mapping[str, str], threads: int | None = None, ranks_dir: str | None = None
+) -> tuple[list[str], dict[str, str]]:
     """(command, extra environment) that runs ``python -m dawnpipe <args>`` once
-    per rank; ``threads`` is each rank's CPU share (srun's --cpus-per-task)."""
+    per rank; ``threads`` is each rank's CPU share (srun's --cpus-per-task).
+    ``ranks_dir``: where each rank's stderr (and, under torchrun, the other
+    ranks' stdout) is kept, so a failure is one line on the job's terminal and
+    the whole story in files; rank 0's stdout (the progress lines) stays on
+    the terminal."""
     module = [sys.executable, "-m", "dawnpipe", *args]
     if "SLURM_JOB_ID" in env:
         if shutil.which("srun") is None:
@@ -125,6 +132,7 @@ def launch_command(layout: Layout, args: Sequence[str], env: Mapping[str, str], 
             f"--ntasks-per-node={layout.processes_per_node}",
             *([f"--cpus-per-task={threads}"] if threads else []),
             "--kill-on-bad-exit=1",  # one rank failing ends the others instead of leaving them in a collective
+            *([f"--error={ranks_dir}/rank%t.stderr"] if ranks_dir else []),
             *module,
         ]
         return cmd, {"MASTER_ADDR": first_node(env), "MASTER_PORT": str(free_port())}
@@ -133,7 +141,9 @@ def launch_command(layout: Layout, args: Sequence[str], env: Mapping[str, str], 
             f"distributed.nodes is {layout.nodes}: more than one node needs a Slurm allocation "
             "(run through `snakemake --profile profiles/slurm`, or inside sbatch/salloc)"
         )
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={layout.processes_per_node}", "-m", "dawnpipe", *args]
+    # every rank's stdout and stderr to files, rank 0's stdout also on the terminal
+    keep = [f"--log-dir={ranks_dir}", "--redirects=3", "--tee=0:1"] if ranks_dir else []
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={layout.processes_per_node}", *keep, "-m", "dawnpipe", *args]
     # torchrun would otherwise set 1 (with a banner); the trainer sets --threads itself anyway
     return cmd, {"OMP_NUM_THREADS": str(threads or 1)}
 
@@ -166,13 +176,25 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_launcher(layout: Layout, args: Sequence[str], threads: int | None = None) -> int:
+def run_launcher(layout: Layout, args: Sequence[str], threads: int | None = None, *, label: str = "the run", ranks_dir: Path | None = None) -> int:
     """Start the ranks and wait for them; forward SIGTERM/SIGINT (Slurm's
-    walltime signal, Ctrl-C) so they can save what they have and stop."""
-    cmd, extra = launch_command(layout, args, os.environ, threads)
+    walltime signal, Ctrl-C) so they can save what they have and stop. A
+    failure is one DawnpipeError naming the rank, ``label`` (entry and seed)
+    and the rank's own one-line reason; torchrun's traceback and every rank's
+    output stay in ``ranks_dir``, which the line names."""
+    if ranks_dir is not None:
+        shutil.rmtree(ranks_dir, ignore_errors=True)  # an earlier attempt's outputs would be read as this one's
+        ranks_dir.mkdir(parents=True, exist_ok=True)
+    cmd, extra = launch_command(layout, args, os.environ, threads, str(ranks_dir) if ranks_dir else None)
     env = {**os.environ, **extra}
     print(f"train: starting {layout.world_size} processes ({layout.nodes} node(s) x {layout.processes_per_node}): {' '.join(cmd[:8])} ...", flush=True)
-    proc = subprocess.Popen(cmd, env=env)
+    launcher_err = open(ranks_dir / "launcher.stderr", "wb") if ranks_dir is not None else None
+    try:
+        proc = subprocess.Popen(cmd, env=env, stderr=launcher_err)
+    except BaseException:
+        if launcher_err:
+            launcher_err.close()
+        raise
     previous = {}
 
     def forward(signum, _frame):
@@ -186,7 +208,43 @@ def run_launcher(layout: Layout, args: Sequence[str], threads: int | None = None
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        if launcher_err:
+            launcher_err.close()
+    if code != 0 and ranks_dir is not None:
+        rank, reason = failed_rank(ranks_dir)
+        how = f"rank {rank} of {label} failed: {reason}" if rank is not None else f"{label}: the ranks' launcher {cmd[0]} exited with code {code}"
+        raise DawnpipeError(f"{how} (every rank's output: {ranks_dir})")
     return code if code >= 0 else 128 - code  # killed by a signal: the shell's convention
+
+
+def failed_rank(ranks_dir: Path) -> tuple[int | None, str]:
+    """(rank, its reason) of the lowest rank whose stderr ends in dawnpipe's
+    one-line error, else the lowest rank with any stderr; (None, "") for none.
+    torchrun keeps <dir>/<run>/attempt_<n>/<local rank>/stderr.log, srun
+    <dir>/rank<N>.stderr."""
+    found: dict[int, list[str]] = {}
+    for path in ranks_dir.rglob("*"):
+        if path.name == "stderr.log" and path.parent.name.isdigit():
+            rank = int(path.parent.name)
+        elif path.name.startswith("rank") and path.name.endswith(".stderr") and path.name[4:-7].isdigit():
+            rank = int(path.name[4:-7])
+        else:
+            continue
+        lines = [line.strip() for line in path.read_text(encoding="utf-8", errors="backslashreplace").splitlines() if line.strip()]
+        if lines:
+            found[rank] = lines
+    ours = {
+        r: next(line for line in reversed(ls) if line.startswith("dawnpipe train:"))
+        for r, ls in found.items()
+        if any(line.startswith("dawnpipe train:") for line in ls)
+    }
+    if ours:
+        rank = min(ours)
+        return rank, ours[rank].removeprefix("dawnpipe train:").strip().removeprefix("error:").strip()
+    if found:
+        rank = min(found)
+        return rank, found[rank][-1][:300]
+    return None, ""
 
 
 # ---------------------------------------------------------------- inside a rank

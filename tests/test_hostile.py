@@ -1,0 +1,166 @@
+"""Hostile and careless input at the edges of the error contract: each class
+gets the exact exit code and one line naming the file and the field (or the
+argument), never a traceback, never "internal error"."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import ROOT, run_cli
+from test_cli_errors import write_run
+
+from dawnpipe import crash
+from dawnpipe.cli import run_command
+
+
+def one_error_line(proc, code: int = 1) -> str:
+    assert proc.returncode == code and "Traceback" not in proc.stderr and "internal error" not in proc.stderr, proc.stderr
+    (line,) = [x for x in proc.stderr.splitlines() if "error" in x]
+    return line
+
+
+def test_a_price_given_as_true_is_named(tmp_path):
+    run_dir = write_run(tmp_path / "r", [80.0, 91.0], threshold=90.0)
+    prices = tmp_path / "prices.yaml"
+    doc = yaml.safe_load((ROOT / "config/prices.yaml").read_text())
+    doc["hardware"]["aws-p3.2xlarge"]["usd_per_hour"] = True
+    prices.write_text(yaml.safe_dump(doc))
+    args = ["extract", "--tsv", str(run_dir / "train.tsv"), "--log-parquet", str(run_dir / "train.parquet")]
+    proc = run_cli(*args, "--run-json", str(run_dir / "run.json"), "--prices", str(prices), "--out", str(tmp_path / "tta.json"))
+    line = one_error_line(proc)
+    assert line == f"dawnpipe extract: error: {prices}: field 'hardware.aws-p3.2xlarge.usd_per_hour': expected a number or null, got bool True"
+    assert not (tmp_path / "tta.json").exists()
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-3", "0", "high"])
+def test_a_threshold_that_is_no_number_is_a_usage_error(tmp_path, value):
+    proc = run_cli("sensitivity", "--tsv", "t.tsv", "--run-json", "r.json", "--out", str(tmp_path / "s.json"), "--ladder", "90", value)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "argument --ladder: expected a" in proc.stderr and repr(value) in proc.stderr
+
+
+def test_a_deeply_nested_predictions_file_for_squad_eval_is_named(tmp_path):
+    data = tmp_path / "dev.json"
+    data.write_text(json.dumps({"version": "1.1", "data": []}))
+    deep = tmp_path / "predictions.json"
+    deep.write_text("[" * 50000 + "]" * 50000)
+    line = one_error_line(run_cli("squad-eval", str(data), str(deep)))
+    assert line.startswith(f"dawnpipe squad-eval: error: {deep}: nested")
+    huge = tmp_path / "huge.json"
+    huge.write_text('{"q1": "' + "x" * (65 << 20) + '"}')
+    line = one_error_line(run_cli("squad-eval", str(data), str(huge)))
+    assert line.startswith(f"dawnpipe squad-eval: error: {huge}: ") and "over the 67,108,864-byte cap" in line
+
+
+@pytest.mark.parametrize(
+    "model, args, field, says",
+    [
+        ("resnet20", {"block": "bottle"}, "model_args.block", "expected one of basic, bottleneck, got str 'bottle'"),
+        ("resnet20", {"width": 0}, "model_args.width", "expected a number >= 1, got int 0"),
+        ("resnet20", {"width": -3}, "model_args.width", "expected a number >= 1, got int -3"),
+        ("fastnet", {"widths": [32, 64]}, "model_args.widths", "expected at least 4 items"),
+        ("fastnet", {"head_scale": "x"}, "model_args.head_scale", "expected a number, got str 'x'"),
+        ("fastnet", {"widht": 3}, "model_args", "unknown key 'widht'"),
+    ],
+)
+def test_a_misspelt_model_args_value_is_named_before_anything_runs(tmp_path, model, args, field, says):
+    entry = yaml.safe_load((ROOT / "config/entries/fastnet.yaml").read_text())
+    entry |= {"model": model, "model_args": args}
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(entry))
+    proc = run_cli("flops", "--entry", str(path), "--data", str(tmp_path), "--out", str(tmp_path / "f.json"))
+    line = one_error_line(proc)
+    assert line.startswith(f"dawnpipe flops: error: {path}: field '{field}': {says}")
+
+
+def run_dir_copy(tmp_path: Path) -> Path:
+    """A complete run directory, hand-made like a real one (write_run + the files the report reads)."""
+    run_dir = write_run(tmp_path / "runs" / "e" / "seed0", [80.0, 91.0], threshold=90.0)
+    run = json.loads((run_dir / "run.json").read_text())
+    run |= {"finished": "2026-01-01T00:00:00+00:00", "config_hash": "x", "environment": {"threads": 1, "cpu_model": "cpu", "git": {}}}
+    (run_dir / "run.json").write_text(json.dumps(run))
+    proc = run_cli(
+        "extract",
+        "--tsv",
+        str(run_dir / "train.tsv"),
+        "--log-parquet",
+        str(run_dir / "train.parquet"),
+        "--run-json",
+        str(run_dir / "run.json"),
+        "--prices",
+        str(ROOT / "config/prices.yaml"),
+        "--out",
+        str(run_dir / "time_to_accuracy.json"),
+        check=True,
+    )
+    assert proc.returncode == 0
+    return run_dir
+
+
+@pytest.mark.parametrize(
+    "file, change, field, says",
+    [
+        ("time_to_accuracy.json", {"time_to_accuracy_hours": "0.02"}, "time_to_accuracy_hours", "expected a number or null, got str '0.02'"),
+        ("time_to_accuracy.json", {"reached": None}, "reached", "expected true or false, got null"),
+        ("run.json", {"seed": "zero"}, "seed", "expected a whole number, got str 'zero'"),
+        ("run.json", {"finished": None}, "finished", "expected a string, got null"),
+    ],
+)
+def test_a_run_file_with_a_bad_field_is_named_by_the_leaderboard(tmp_path, file, change, field, says):
+    run_dir = run_dir_copy(tmp_path)
+    doc = json.loads((run_dir / file).read_text())
+    (run_dir / file).write_text(json.dumps(doc | change))
+    subs = tmp_path / "subs"
+    (subs / "CIFAR10" / "train").mkdir(parents=True)
+    proc = run_cli("leaderboard", "--submissions", str(subs), "--runs", str(tmp_path / "runs"), "--json", str(tmp_path / "lb.json"))
+    line = one_error_line(proc)
+    assert line == f"dawnpipe leaderboard: error: {run_dir / file}: field '{field}': {says}"
+    missing = {k: v for k, v in doc.items() if k != field}
+    (run_dir / file).write_text(json.dumps(missing))
+    line = one_error_line(run_cli("leaderboard", "--submissions", str(subs), "--runs", str(tmp_path / "runs"), "--json", str(tmp_path / "lb.json")))
+    assert line.startswith(f"dawnpipe leaderboard: error: {run_dir / file}: field '{field}': missing")
+    assert not (tmp_path / "lb.json").exists()
+
+
+def test_a_missing_package_is_one_line_saying_how_to_install_it(capsys):
+    def needs_onnxruntime(_):
+        raise ModuleNotFoundError("No module named 'onnxruntime'", name="onnxruntime")
+
+    assert run_command("infer", needs_onnxruntime, None) == 1
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        "dawnpipe infer: error: the Python package providing 'onnxruntime' is not installed in this environment; "
+        "`make setup` installs every package dawnpipe uses (or: pip install -r requirements.txt -c constraints.txt)"
+    ]
+
+
+def test_a_crash_report_that_cannot_be_written_is_still_one_line(tmp_path, monkeypatch, capsys):
+    nowhere = tmp_path / "no-such-dir"
+    monkeypatch.setattr(crash.tempfile, "tempdir", str(nowhere))
+
+    def bug(_):
+        raise KeyError("oops")
+
+    assert run_command("report", bug, None) == 70
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("dawnpipe report: internal error: KeyError: 'oops' (a bug in dawnpipe; please report it with no crash report: writing one in")
+    assert str(nowhere) in line
+
+
+def test_escape_sequences_in_a_submission_reach_the_terminal_escaped(tmp_path):
+    """JSON keys, TSV headers and file names of a submission are printed with
+    their control characters escaped: they cannot rewrite the auditor's output."""
+    from submission_factory import CIFAR_TSV, train_meta, write
+
+    name = "team_x\x1b[2Jevil_1v100_pytorch"
+    write(tmp_path, f"CIFAR10/train/{name}.json", {**train_meta(), "bad\x1b[31mkey": 1})
+    write(tmp_path, f"CIFAR10/train/{name}.tsv", CIFAR_TSV.replace("epoch", "epoch\x1b]0;pwned\x07", 1))
+    proc = run_cli("audit", str(tmp_path))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "\x1b" not in proc.stdout and "\x07" not in proc.stdout
+    assert "bad\\x1b[31mkey" in proc.stdout and "team_x\\x1b[2Jevil" in proc.stdout and "\\x1b]0;pwned\\x07" in proc.stdout
+    shutil.rmtree(tmp_path / "CIFAR10")
