@@ -169,18 +169,21 @@ def test_the_data_sets_dvc_versions_are_those_the_entries_need(tmp_path):
     assert "data/synthetic/squad/expect.yaml" in {str(d.def_path) for d in fetch.deps}  # an edited checksum file fetches again
 
 
-def test_the_report_passes_submission_dirs_and_audit_rules_and_depends_on_them(tmp_path):
+def test_the_report_passes_submission_dirs_mlperf_dirs_and_audit_rules_and_depends_on_them(tmp_path):
     project = project_copy(tmp_path)
     (project / "audited").mkdir()
+    (project / "ml perf").mkdir()
     (project / "audit rules.yaml").write_text("plausible: {}\n")
     layer = project / "config/extra.yaml"
-    layer.write_text("submission_dirs: [results/submissions, audited]\naudit_rules: [audit rules.yaml]\n")
+    layer.write_text("submission_dirs: [results/submissions, audited]\naudit_rules: [audit rules.yaml]\nmlperf_dirs: [ml perf]\nmlperf_ruleset: 4.1.0\n")
     run_cli("pipeline", "dvc", "--config", "config/extra.yaml", cwd=project, check=True)
     report = yaml.safe_load((project / "dvc.yaml").read_text())["stages"]["report"]
     words = shlex.split(report["cmd"])
     at = words.index("--submissions")
-    assert words[at + 1 : at + 4] == ["results/submissions", "audited", "--rules"] and words[at + 4] == "audit rules.yaml"
-    assert {"audited", "audit rules.yaml", "results/submissions"} <= set(report["deps"])  # a changed submission or rule reruns the report
+    assert words[at + 1 : at + 8] == ["results/submissions", "audited", "--mlperf", "ml perf", "--mlperf-ruleset", "4.1.0", "--rules"]
+    assert words[at + 8] == "audit rules.yaml"
+    # a changed submission, MLPerf result or rule reruns the report
+    assert {"audited", "audit rules.yaml", "results/submissions", "ml perf"} <= set(report["deps"])
 
 
 def test_every_entry_file_writes_out_what_the_flops_stage_reads():

@@ -74,7 +74,12 @@ def terminal_safe(text: str, *, keep_newlines: bool = False) -> str:
     return "".join(out)
 
 
-FORMATTERS = {"hours": format_hours, "USD": format_usd, "ms": format_ms, "USD per 10,000 items": format_usd, "J": format_joules}
+def format_minutes(minutes: float) -> str:
+    """MLPerf's unit: minutes with three decimals, as MLCommons publishes scores."""
+    return f"{minutes:.3f} min"
+
+
+FORMATTERS = {"minutes": format_minutes, "hours": format_hours, "USD": format_usd, "ms": format_ms, "USD per 10,000 items": format_usd, "J": format_joules}
 
 
 def format_value(value: float, unit: str) -> str:

@@ -33,12 +33,15 @@ def rank(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def build(results: Iterable[dict[str, Any]], excluded: Iterable[dict[str, Any]] = ()) -> dict[str, Any]:
     """``results``: dicts with task, objective, threshold, demo_threshold, value
-    and the descriptive fields (a ``unit`` of their own, or the objective's)."""
+    and the descriptive fields (a ``unit`` of their own, or the objective's;
+    ``columns`` of their own, field -> heading, added to their table's)."""
     tasks, table_of = all_tasks(), objectives.objectives()
     groups: dict[tuple, list[dict]] = {}
+    columns: dict[tuple, dict[str, str]] = {}  # a row's own extra columns (MLPerf's system, division, ...)
     for res in results:
         key = (res["task"], res["objective"], float(res["threshold"]), bool(res.get("demo_threshold", False)))
-        row = {k: v for k, v in res.items() if k not in ("task", "objective", "threshold", "demo_threshold")}
+        row = {k: v for k, v in res.items() if k not in ("task", "objective", "threshold", "demo_threshold", "columns")}
+        columns.setdefault(key, {}).update(res.get("columns") or {})
         row["unit"] = res.get("unit") or table_of[res["objective"]].unit
         row["display"] = format_value(row["value"], row["unit"])
         groups.setdefault(key, []).append(row)
@@ -63,7 +66,7 @@ def build(results: Iterable[dict[str, Any]], excluded: Iterable[dict[str, Any]] 
                 "official_threshold": tasks[task].threshold if task in tasks else None,
                 "title": spec.title if spec else objective,
                 "what": spec.what if spec else "",
-                "columns": dict(spec.columns) if spec else {},
+                "columns": {**(spec.columns if spec else {}), **columns.get((task, objective, threshold, demo), {})},
                 "rows": rank(groups[(task, objective, threshold, demo)]),
             }
         )

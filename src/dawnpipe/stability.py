@@ -6,7 +6,10 @@
 Coefficient of variation = sample std / mean of the time-to-accuracy of the
 runs that reached the threshold (SPEC.md section 4); the fraction of runs
 that reached it is reported beside it, since a CoV over the survivors alone
-hides the runs that never converged.
+hides the runs that never converged. With at least five seeds the entry
+also gets MLPerf's score: the olympic mean of the time to accuracy, a seed
+that did not reach the threshold counting as the slowest, none when more than
+one did not (dawnpipe.olympic).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import pandas as pd
 
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import read_json, write_json
+from dawnpipe.olympic import MIN_RUNS, olympic_mean
 from dawnpipe.runfiles import check_run_file, files_under
 from dawnpipe.schemas.results import StabilityResult, validate
 
@@ -44,6 +48,7 @@ def stability(entry: str, records: list[dict[str, Any]]) -> dict[str, Any]:
         "tta_min_hours": float(times.min()) if times.size else None,
         "tta_max_hours": float(times.max()) if times.size else None,
         "epochs_mean": float(epochs.mean()) if epochs.size else None,
+        "olympic_tta_hours": olympic_mean(times.tolist(), len(records) - times.size) if len(records) >= MIN_RUNS else None,
         "note": None if times.size >= 2 else "fewer than two runs reached the threshold: no spread to measure",
     }
 

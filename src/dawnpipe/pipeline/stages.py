@@ -504,14 +504,19 @@ EXPORT = Stage(
 )
 
 
-def _submission_inputs(plan: Plan, job: Job) -> list[str]:
-    """Our export as the directory its stage makes; another directory as the
-    files in it, so that a changed or added submission reruns the report (a
-    directory's own time stamp would not)."""
+def _files_in_dirs(key: str):
+    """The directories of config ``key`` as inputs: our export as the
+    directory its stage makes; another directory as the files in it, so that
+    a changed or added submission reruns the report (a directory's own time
+    stamp would not)."""
+    return lambda plan, job: _dir_files(plan.config[key])
+
+
+def _dir_files(dirs: list[str]) -> list[str]:
     import os
 
     inputs = []
-    for d in plan.config["submission_dirs"]:
+    for d in dirs:
         if os.path.normpath(d) == EXPORT_DIR or not os.path.isdir(d):
             inputs.append(d)  # made by a stage, or reported missing
             continue
@@ -534,7 +539,8 @@ REPORT = Stage(
         "utilization": _all_runs("utilization.json"),
         "sensitivity": _all_runs("sensitivity.json"),
         # DVC compares a directory by content: the directories themselves
-        "submissions": Input(_submission_inputs, dvc=lambda plan, job: list(plan.config["submission_dirs"])),
+        "submissions": Input(_files_in_dirs("submission_dirs"), dvc=lambda plan, job: list(plan.config["submission_dirs"])),
+        "mlperf": Input(_files_in_dirs("mlperf_dirs"), dvc=lambda plan, job: list(plan.config["mlperf_dirs"])),
         "audit_rules": Input(lambda plan, job: list(plan.config["audit_rules"])),
     },
     outputs={
@@ -551,6 +557,7 @@ REPORT = Stage(
         "--config-name",
         Param("name"),
         Param("submissions"),
+        Param("mlperf"),
         Param("rules"),
         "--json",
         Out("json"),
@@ -566,9 +573,10 @@ REPORT = Stage(
         "runs": EXPORT.params["runs"],
         "name": lambda plan, job: plan.config["name"],
         "submissions": lambda plan, job: ["--submissions", *plan.config["submission_dirs"]],
+        "mlperf": lambda plan, job: ["--mlperf", *plan.config["mlperf_dirs"], "--mlperf-ruleset", plan.config["mlperf_ruleset"]],
         "rules": lambda plan, job: [w for p in plan.config["audit_rules"] for w in ("--rules", p)],
     },
-    config_keys=("config.name", "config.submission_dirs", "config.audit_rules"),
+    config_keys=("config.name", "config.submission_dirs", "config.mlperf_dirs", "config.mlperf_ruleset", "config.audit_rules"),
     needs=Needs(mem_mb=2000, runtime_min=10),
 )
 

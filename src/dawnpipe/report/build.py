@@ -21,7 +21,7 @@ import pandas as pd
 
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import write_csv, write_json, write_parquet, write_text
-from dawnpipe.report.board import merge
+from dawnpipe.report.board import add_mlperf_arguments, merge, score_mlperf
 from dawnpipe.report.frameworks import framework_comparison
 from dawnpipe.report.render import render_html
 from dawnpipe.report.runs import load_run
@@ -86,6 +86,7 @@ def configure(p) -> None:
         metavar="DIR",
         help="DAWNBench v1 submission directories to audit and rank with the runs (config: submission_dirs)",
     )
+    add_mlperf_arguments(p)
     from dawnpipe.audit.rules import add_arguments
 
     add_arguments(p)  # --max-bytes, --rules (config: audit_rules): how the submissions are audited
@@ -99,7 +100,7 @@ def run(args) -> int:
     runs = [load_run(d) for d in run_dirs(args.runs)]
     stability = [read_run_file(p, "stability") for p in files_under(args.stability, "*.json")]
     report = _audit(args.submissions, args)
-    board = merge(runs, report)
+    board = merge(runs, report, score_mlperf(args))
     board["generated"] = now_iso()
     board["config"] = args.config_name
     board["frameworks"] = framework_comparison(runs)

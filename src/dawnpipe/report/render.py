@@ -11,6 +11,8 @@ from typing import Any
 import jinja2
 
 from dawnpipe.display import format_hours, format_ms, format_usd
+from dawnpipe.mlperf.rows import PREFIX as MLPERF_PREFIX
+from dawnpipe.mlperf.rows import task_view
 from dawnpipe.report import telemetry_sections
 from dawnpipe.report.latency_views import latency_against_training, latency_distribution
 from dawnpipe.report.scaling import wants_section as wants_scaling
@@ -73,8 +75,11 @@ def render_html(board: dict[str, Any], runs: list[dict[str, Any]], stability: li
     """``audit``: a ``dawnpipe.audit`` report of the submissions merged into ``board`` (None: no submissions)."""
     # Every task's four official tables, empty or not (the twelve DAWNBench
     # tables plus Fashion-MNIST); demo-threshold tables only when they have rows.
-    tasks = {name: all_tasks()[name] for name in leaderboard_order()}
+    tasks: dict[str, Any] = {name: all_tasks()[name] for name in leaderboard_order()}
     tables = [t for t in board["objectives"] if not t["demo_threshold"] or t["rows"]]
+    for t in tables:  # MLPerf benchmarks: tables of their own, after the tasks
+        if t["task"].startswith(MLPERF_PREFIX):
+            tasks.setdefault(t["task"], task_view(t["task"]))
     ctx: dict[str, Any] = dict(
         board=board,
         tables=tables,

@@ -147,6 +147,7 @@ class StabilityResult(pa.DataFrameModel):
     tta_mean_hours: Series[float] = pa.Field(ge=0, nullable=True)
     tta_std_hours: Series[float] = pa.Field(ge=0, nullable=True)
     tta_cov: Series[float] = pa.Field(ge=0, nullable=True)
+    olympic_tta_hours: Series[float] = pa.Field(ge=0, nullable=True)
 
 
 def validate(model: type[pa.DataFrameModel], frame: pd.DataFrame, source: str) -> pd.DataFrame:

@@ -1,0 +1,342 @@
+"""dawnpipe mlperf score: MLPerf Training results scored and checked with
+mlperf-logging, against the package's own result summarizer (run here, on a
+copy: it writes beside the results) and against scores worked out by hand.
+
+Fixtures are real v4.0 logs from ../shared/mlperf-results, rewritten in a
+temporary directory: a run's length set by moving its run_stop, a run aborted,
+one without run_stop, one below the target, forty unet3d runs, a scaling.json.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import SHARED, run_cli
+
+from dawnpipe.olympic import olympic_mean
+
+TOKEN = ":::MLLOG "
+
+
+def mlperf_dir() -> Path:
+    if not (SHARED / "mlperf-results").is_dir():
+        pytest.skip(f"{SHARED}/mlperf-results is absent (the shared data beside the repository)")
+    return SHARED / "mlperf-results"
+
+
+def template(benchmark: str) -> tuple[Path, Path]:
+    """(a real result file, its system description) for a benchmark in ../shared."""
+    for submitter in sorted(mlperf_dir().iterdir()):
+        for folder in sorted((submitter / "results").glob(f"*/{benchmark}")):
+            return folder / "result_0.txt", submitter / "systems" / f"{folder.parent.name}.json"
+    raise AssertionError(f"no {benchmark} results in {mlperf_dir()}")
+
+
+def rewrite(src: Path, dst: Path, minutes: float | None = None, *, status=None, drop_run_stop=False, below_target=False, epochs=None) -> None:
+    """``src`` with run_stop moved to ``minutes`` after run_start (later than any other line),
+    its status changed, run_stop removed, every eval_accuracy cut to 0.1, or its epoch_num capped at ``epochs``."""
+    lines, start = [], None
+    for line in src.read_text(encoding="latin-1").splitlines(keepends=True):
+        if TOKEN in line:
+            prefix, body = line.split(TOKEN, 1)
+            record = json.loads(body)
+            if record["key"] == "run_start":
+                start = record["time_ms"]
+            if record["key"] == "run_stop":
+                if drop_run_stop:
+                    continue
+                if minutes is not None:
+                    record["time_ms"] = start + minutes * 60_000
+                if status is not None:
+                    record["metadata"]["status"] = status
+            if below_target and record["key"] == "eval_accuracy":
+                record["value"] = 0.1
+            if epochs is not None and record["key"] == "eval_accuracy":
+                record["metadata"]["epoch_num"] = min(record["metadata"]["epoch_num"], epochs)
+            line = prefix + TOKEN + json.dumps(record) + "\n"
+        lines.append(line)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    dst.write_text("".join(lines), encoding="latin-1")
+
+
+def submission(root: Path, benchmark: str, runs: list[dict], *, submitter="Sub", system="sys1", scaling=None, desc_change=None) -> Path:
+    src, desc = template(benchmark)
+    folder = root / submitter / "results" / system / benchmark
+    for i, spec in enumerate(runs):
+        rewrite(src, folder / f"result_{i}.txt", **spec)
+    doc = json.loads(desc.read_text())
+    doc.update({"submitter": submitter, **(desc_change or {})})
+    (root / submitter / "systems").mkdir(parents=True, exist_ok=True)
+    (root / submitter / "systems" / f"{system}.json").write_text(json.dumps(doc))
+    if scaling is not None:
+        (folder / "scaling.json").write_text(json.dumps({"scaling_factor": scaling}))
+    return root / submitter
+
+
+def score(*paths, ruleset="4.0.0", expect_rc=None, extra=()):
+    out = Path(paths[0]).parent / "score.json"
+    proc = run_cli("mlperf", "score", *map(str, paths), "--ruleset", ruleset, "--json", str(out), *extra)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    if expect_rc is not None:
+        assert proc.returncode == expect_rc, proc.stdout + proc.stderr
+    return proc, json.loads(out.read_text()) if out.exists() else None
+
+
+def summarizer(submitter_dir: Path, tmp: Path) -> pd.DataFrame:
+    """MLCommons' result summarizer on a copy of ``submitter_dir`` (it writes scaling.json beside the runs)."""
+    copy = tmp / "summarizer-copy" / submitter_dir.name
+    shutil.copytree(submitter_dir, copy)
+    os.chmod(copy, 0o755)
+    for d, _, _ in os.walk(copy):
+        os.chmod(d, 0o755)
+    csv = tmp / f"{submitter_dir.name}.csv"
+    proc = subprocess.run(
+        [sys.executable, "-m", "mlperf_logging.result_summarizer", str(copy), "training", "4.0.0", "--csv", str(csv)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return pd.read_csv(csv)
+
+
+def official_score(frame: pd.DataFrame, benchmark: str) -> float | None:
+    if frame.empty or benchmark not in frame or pd.isna(frame[benchmark].iloc[0]):
+        return None
+    return float(frame[benchmark].iloc[0])
+
+
+def test_every_shared_result_scores_as_the_official_summarizer(tmp_path):
+    """Each real folder: dawnpipe's score equals the summarizer's to the last bit; all clean (exit 0)."""
+    proc, doc = score(mlperf_dir(), expect_rc=0)
+    results = {(r["submitter"], r["benchmark"]): r for r in doc["results"]}
+    assert len(results) == 4
+    for submitter in sorted(p for p in mlperf_dir().iterdir() if p.is_dir()):
+        frame = summarizer(submitter, tmp_path)
+        (benchmark,) = [b.name for b in (submitter / "results").glob("*/*")]
+        mine = results[(submitter.name, benchmark)]
+        assert mine["score_minutes"] == official_score(frame, benchmark), submitter.name
+        assert mine["system_name"] == frame["system"].iloc[0] and mine["accelerators_count"] == frame["accelerators_count"].iloc[0]
+        assert mine["rcp"]["verdict"] == "pass" and all(run["compliant"] and run["converged"] for run in mine["runs"])
+        assert mine["runs_required"] == len(mine["runs"])
+    # Fujitsu's unet3d was normalised by the RCP check: its scaling.json is what the check implies
+    unet = results[("Fujitsu", "unet3d")]
+    assert unet["scaling_factor"] == unet["rcp"]["normalization_factor"] == unet["rcp"]["scaling_json"] > 1.0
+    assert unet["rcp"]["mean"] < unet["rcp"]["reference_mean"] and unet["rcp"]["mean"] >= unet["rcp"]["min_allowed"]
+    assert "26.882" in proc.stdout and "23.684" in proc.stdout
+    keys = {"submitter", "system", "system_name", "benchmark", "ruleset", "division", "accelerator", "accelerators_count", "framework"}
+    keys |= {"score_minutes", "reason", "scaling_factor", "runs", "rcp"}
+    assert keys <= set(doc["results"][0]) and set(doc["results"][0]["runs"][0]) >= {"file", "minutes", "status", "compliant", "converged", "messages"}
+
+
+def test_hand_computed_scores_and_the_summarizer_agree(tmp_path):
+    """Generated results whose scores are worked out here, then also checked against the summarizer."""
+    good = [{"minutes": m} for m in (30, 31, 32, 35)]
+    mixed = submission(tmp_path / "a", "resnet", [*good, {"minutes": 29, "status": "aborted", "below_target": True}])
+    failing = submission(tmp_path / "b", "resnet", [{"minutes": m} for m in (30, 31, 32)] + [{"drop_run_stop": True}, {"minutes": 28, "below_target": True}])
+    forty = submission(tmp_path / "c", "unet3d", [{"minutes": m} for m in range(1, 41)], scaling=1.5)
+    three_failed = submission(tmp_path / "d", "unet3d", [{"minutes": m} for m in range(1, 38)] + [{"minutes": 0.5, "below_target": True}] * 3)
+
+    _, doc = score(mixed, expect_rc=0)
+    (r,) = doc["results"]
+    assert r["score_minutes"] == pytest.approx((31 + 32 + 35) / 3, rel=1e-12)  # the aborted run counts as the slowest: 30 and it dropped
+    aborted = r["runs"][4]
+    assert (aborted["status"], aborted["compliant"], aborted["converged"]) == ("aborted", False, False)
+    assert any("eval_accuracy" in m for m in aborted["messages"])
+    assert [run["minutes"] for run in r["runs"][:4]] == pytest.approx([30, 31, 32, 35])
+
+    proc, doc = score(failing, expect_rc=1)
+    (r,) = doc["results"]
+    assert r["score_minutes"] is None and r["reason"] == "2 of 5 runs failed the compliance check; at most 1 may be dropped"
+    assert r["runs"][3]["status"] is None and any("run_stop" in m for m in r["runs"][3]["messages"])
+    assert r["runs"][4]["status"] == "success" and not r["runs"][4]["converged"]
+    # the RCP checker reads convergence from run_stop's status alone: only the run without run_stop did not converge for it
+    assert r["rcp"]["epochs"]["result_3.txt"] is None and r["rcp"]["epochs"]["result_4.txt"] is not None
+    assert "no score: 2 of 5 runs failed" in proc.stdout
+
+    _, doc = score(forty)
+    (r,) = doc["results"]
+    assert r["score_minutes"] == pytest.approx(sum(range(5, 37)) / 32 * 1.5, rel=1e-12)  # four dropped at each end, times scaling.json
+    assert r["scaling_factor"] == 1.5 and r["runs_required"] == 40
+    # every run converges in the same samples here: the check implies another factor than 1.5, and says so
+    implied = r["rcp"]["normalization_factor"]
+    assert r["rcp"]["verdict"] == "pass" and implied == pytest.approx(r["rcp"]["reference_mean"] / r["rcp"]["mean"])
+    assert f"scaling.json says 1.5, but the convergence check implies a factor of {implied!r}" in r["errors"]
+
+    _, doc = score(three_failed, expect_rc=1)
+    (r,) = doc["results"]
+    assert [e for e in r["errors"] if e.startswith("there is no scaling.json, but the convergence check implies")]
+    minutes = sorted(range(1, 38))
+    assert r["score_minutes"] == pytest.approx(sum(minutes[4:36]) / 32, rel=1e-12)  # three failures fill three of the four slow drops
+
+    for folder, benchmark in ((mixed, "resnet"), (failing, "resnet"), (forty, "unet3d"), (three_failed, "unet3d")):
+        _, doc = score(folder)
+        assert doc["results"][0]["score_minutes"] == official_score(summarizer(folder, tmp_path / folder.parent.name), benchmark)
+
+
+def test_scaling_written_by_the_rcp_checker_itself_is_accepted(tmp_path):
+    from mlperf_logging.rcp_checker import rcp_checker
+
+    folder = submission(tmp_path, "unet3d", [{"minutes": m} for m in range(1, 41)])
+    bench = folder / "results" / "sys1" / "unet3d"
+    rcp_checker.check_directory(str(bench), "training", "4.0.0", False, False, rcp_pass="pruned_rcps", set_scaling=True)
+    assert (bench / "scaling.json").exists()
+    _, doc = score(folder, expect_rc=0)
+    assert doc["results"][0]["errors"] == [] and doc["results"][0]["scaling_factor"] > 1.0
+
+
+def test_too_few_runs_and_a_missing_system_description_are_errors(tmp_path):
+    folder = submission(tmp_path, "resnet", [{"minutes": m} for m in (30, 31, 32)])
+    (folder / "systems" / "sys1.json").unlink()
+    proc, doc = score(folder / "results" / "sys1" / "resnet", expect_rc=1)  # one benchmark folder as PATH
+    errors = doc["results"][0]["errors"]
+    assert any("3 runs; the rules require 5" in e for e in errors)
+    assert any("sys1.json: no system description" in e for e in errors)
+
+
+def test_a_failed_convergence_check_and_its_bypass(tmp_path):
+    """Runs converging in fewer epochs than the reference allows fail the RCP
+    check (an error); package_checker_params 'rcp-bypass' makes it a warning,
+    read as the package checker reads it (a line equal to it: a newline after
+    it is not read, and dawnpipe says so)."""
+    folder = submission(tmp_path, "unet3d", [{"minutes": m, "epochs": 100_000} for m in range(1, 41)])
+    bench = folder / "results" / "sys1" / "unet3d"
+    _, doc = score(folder, expect_rc=1)
+    rcp = doc["results"][0]["rcp"]
+    assert rcp["verdict"] == "fail" and rcp["message"] == "RCP found" and rcp["mean"] == 100_000 < rcp["min_allowed"]
+    assert doc["results"][0]["score_minutes"] == pytest.approx(20.5)  # the summarizer's score does not depend on the RCP check
+    # a batch size below every reference's: no reference to compare with (an error too)
+    _, doc = score(submission(tmp_path / "r", "resnet", [{"minutes": m} for m in (30, 31, 32, 33, 34)]))
+    assert doc["results"][0]["rcp"]["verdict"] == "pass"  # slower than the smallest batch size's reference: allowed
+    _, doc = score(submission(tmp_path / "r2", "resnet", [{"minutes": m, "epochs": 20} for m in (30, 31, 32, 33, 34)]), expect_rc=1)
+    assert doc["results"][0]["rcp"]["verdict"] == "no reference" and "Missing RCP" in doc["results"][0]["rcp"]["message"]
+    (bench / "package_checker_params").write_text("rcp-bypass\n")
+    _, doc = score(folder, expect_rc=1)
+    assert any("followed by a newline is not read" in w for w in doc["results"][0]["warnings"])
+    (bench / "package_checker_params").write_text("rcp-bypass")
+    _, doc = score(folder, expect_rc=0)
+    assert doc["results"][0]["rcp"]["verdict"] == "bypassed" and any("bypassed by package_checker_params" in w for w in doc["results"][0]["warnings"])
+
+
+def test_stability_has_the_mlperf_style_olympic_score():
+    from dawnpipe.stability import stability
+
+    def rec(seed, hours, reached=True):
+        return {"seed": seed, "time_to_accuracy_hours": hours, "epochs_to_accuracy": 3, "reached": reached}
+
+    five = [rec(i, h) for i, h in enumerate([1.0, 2.0, 3.0, 4.0, 10.0])]
+    assert stability("e", five)["olympic_tta_hours"] == pytest.approx(3.0)
+    one_missed = [*five[:4], rec(4, None, reached=False)]
+    assert stability("e", one_missed)["olympic_tta_hours"] == pytest.approx((2.0 + 3.0 + 4.0) / 3)  # the miss is the slowest
+    two_missed = [*five[:3], rec(3, None, False), rec(4, None, False)]
+    assert stability("e", two_missed)["olympic_tta_hours"] is None
+    assert stability("e", five[:4])["olympic_tta_hours"] is None  # fewer than five seeds
+    assert olympic_mean([1.0, 2.0, 3.0], 0) == 2.0 and olympic_mean([], 1) is None
+
+
+# --- hostile input -------------------------------------------------------------------------------
+
+
+def hostile(tmp_path, name: str, data: bytes) -> Path:
+    folder = submission(tmp_path, "resnet", [{"minutes": m} for m in (30, 31, 32, 33, 34)])
+    (folder / "results" / "sys1" / "resnet" / "result_4.txt").write_bytes(data)
+    return folder
+
+
+@pytest.mark.parametrize(
+    "name, data, message",
+    [
+        ("not-mllog", b"Beginning trial 1 of 5\nall good\n" * 100, "No log lines detected"),
+        ("binary", os.urandom(1 << 16) + b"\n:::MLLOG \xff\xfe{\n" + os.urandom(4096), "MLLOG line 1: "),
+        ("broken-json", b':::MLLOG {"namespace": "", "time_ms": 1, "key": "run_start", \n', "MLLOG line 1: "),
+    ],
+)
+def test_a_hostile_log_is_one_dropped_run_with_its_reason(tmp_path, name, data, message):
+    folder = hostile(tmp_path, name, data)
+    proc, doc = score(folder)
+    (r,) = doc["results"]
+    bad = r["runs"][4]
+    assert not bad["compliant"] and any(message in m for m in bad["messages"]), bad["messages"]
+    assert r["score_minutes"] == pytest.approx((31 + 32 + 33) / 3)  # dropped as the slowest; the others still score
+    assert "result_4.txt: dropped (counts as the slowest run): " in proc.stdout
+
+
+def test_a_100_mb_log_is_not_read(tmp_path):
+    folder = hostile(tmp_path, "huge", b"")
+    huge = folder / "results" / "sys1" / "resnet" / "result_4.txt"
+    with open(huge, "wb") as f:
+        f.truncate(100 << 20)  # 100 MB of zeros (sparse): refused by its size before anything reads it
+    proc, doc = score(folder, expect_rc=1)
+    (r,) = doc["results"]
+    assert r["runs"][4]["messages"] == ["104,857,600 bytes, over the 33,554,432-byte cap (--max-bytes); not read"]
+    assert r["rcp"]["verdict"] == "not checked" and r["score_minutes"] == pytest.approx(32.0)
+
+
+def test_markup_and_control_characters_in_a_system_name_are_escaped(tmp_path):
+    folder = submission(tmp_path, "resnet", [{"minutes": m} for m in (30, 31, 32, 33, 34)], desc_change={"system_name": "<script>alert(1)</script>\x1b[2J"})
+    proc, doc = score(folder, expect_rc=0)
+    assert "\x1b" not in proc.stdout
+    out = tmp_path / "lb"
+    run_cli("leaderboard", "--mlperf", str(folder), "--json", str(out / "b.json"), "--html", str(out / "b.html"), check=True)
+    html = (out / "b.html").read_text()
+    assert "<script>alert(1)" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    table = next(t for t in json.loads((out / "b.json").read_text())["objectives"] if t["task"] == "mlperf/resnet")
+    assert table["rows"][0]["value"] == pytest.approx(32.0) and table["rows"][0]["display"] == "32.000 min"
+
+
+def test_a_log_naming_a_rules_file_outside_the_package_is_not_checked(tmp_path):
+    """The compliance checker runs the Python of the rules file a log names
+    (submission_division -> '<division>_common.yaml'): without dawnpipe's
+    screening, a submission could bring that file. Shown here first with the
+    package itself, then through dawnpipe, where nothing runs."""
+    from mlperf_logging.compliance_checker import mlp_compliance
+
+    marker = tmp_path / "ran"
+    evil = tmp_path / "evil_common.yaml"
+    evil.write_text(f"- BEGIN:\n    CODE: \"open({str(marker)!r}, 'w').write('x')\"\n")
+    rules_dir = Path(mlp_compliance.__file__).parent / "training_4.0.0"
+    division = os.path.relpath(tmp_path / "evil", rules_dir)
+    src, _ = template("resnet")
+    folder = submission(tmp_path / "sub", "resnet", [{"minutes": m} for m in (30, 31, 32, 33, 34)])
+    log = folder / "results" / "sys1" / "resnet" / "result_4.txt"
+    log.write_text(
+        log.read_text(encoding="latin-1").replace(
+            '"key": "submission_division", "value": "closed"', f'"key": "submission_division", "value": {json.dumps(division)}'
+        )
+    )
+    assert division in log.read_text()
+
+    checker = mlp_compliance.make_checker("training", "4.0.0", True, False)
+    mlp_compliance.enqueued_configs.clear()
+    mlp_compliance.main(str(log), "training_4.0.0/common.yaml", checker)
+    assert marker.exists()  # the package alone runs the submission's file
+    marker.unlink()
+
+    proc, doc = score(folder)
+    assert not marker.exists()
+    bad = doc["results"][0]["runs"][4]
+    assert not bad["compliant"] and any("submission_division value" in m and "not a plain name" in m for m in bad["messages"])
+
+
+def test_usage_errors_exit_2(tmp_path):
+    proc = run_cli("mlperf", "score", str(tmp_path))
+    assert proc.returncode == 2 and "no MLPerf results under it" in proc.stderr and "Traceback" not in proc.stderr
+    proc = run_cli("mlperf", "score", str(mlperf_dir()), "--ruleset", "9.9.9")
+    assert proc.returncode == 2 and "--ruleset '9.9.9'" in proc.stderr
+    proc = run_cli("mlperf", "score", str(tmp_path / "absent"))
+    assert proc.returncode == 2 and "not a directory" in proc.stderr
+
+
+def test_parquet_has_one_row_per_run(tmp_path):
+    out = tmp_path / "runs.parquet"
+    run_cli("mlperf", "score", str(mlperf_dir() / "Dell"), "--parquet", str(out), check=True)
+    frame = pd.read_parquet(out)
+    assert len(frame) == 5 and set(frame["compliant"]) == {True} and math.isclose(frame["score_minutes"].iloc[0], 26.881916666666665)
