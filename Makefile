@@ -11,7 +11,7 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 export PYTHONPATH := $(abspath src)$(if $(PYTHONPATH),:$(PYTHONPATH))
 CORES ?= all
 
-.PHONY: setup leaderboard benchmark test test-fast lint dvc.yaml lock clean
+.PHONY: setup leaderboard benchmark study test test-fast lint dvc.yaml lock clean
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: requirements.txt constraints.txt pyproject.toml scripts/setup.sh
@@ -24,6 +24,11 @@ leaderboard: setup
 # The real 93% threshold, three seeds per entry: hours on a 2-core CPU.
 benchmark: setup
 	snakemake results/leaderboard.html --cores $(CORES) --configfile config/benchmark.yaml
+
+# One study (config/studies/<name>.yaml) with the default config: make study STUDY=batch-size
+STUDY ?= test-batch
+study: setup
+	snakemake --cores $(CORES) results/studies/$(STUDY).html --config 'studies=[$(STUDY)]'
 
 test: setup lint
 	python -m pytest

@@ -67,6 +67,8 @@ def test_snakemake_and_dvc_list_the_same_code_for_each_stage(monkeypatch):
     plan = Plan(resolve([]))
     dvc = yaml.safe_load((ROOT / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
     for stage in STAGES:
+        if stage.name not in dvc:  # no job in this config (the study stage without studies)
+            continue
         code = render.code(stage, plan, Path("src"))
         body = dvc[stage.name].get("do", dvc[stage.name])
         assert [d for d in body["deps"] if d.startswith("src/")] == code, stage.name

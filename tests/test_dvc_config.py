@@ -25,7 +25,7 @@ from dawnpipe.data.loader import prepared_dir
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.pipeline.config import resolve
 from dawnpipe.pipeline.dvc import documents
-from dawnpipe.pipeline.plan import FLOPS_HYPERPARAMETERS, FLOPS_KEYS
+from dawnpipe.pipeline.plan import FLOPS_HYPERPARAMETERS, FLOPS_KEYS, Plan
 from dawnpipe.runfiles import files_under, run_dirs
 from dawnpipe.tasks import all_tasks
 
@@ -132,8 +132,9 @@ def test_every_config_gives_a_valid_dvc_pipeline(tmp_path, config):
         "stability",
         "export_submissions",
         "report",
-    }
-    assert len([s for s in stages if s.name.startswith("train@")]) == len(resolved["entries"]) * len(resolved["seeds"])
+    } | ({"study"} if resolved["studies"] else set())
+    plan = Plan(resolved)
+    assert len([s for s in stages if s.name.startswith("train@")]) == len(plan.runs())
     outs = {PurePosixPath(str(o.def_path)) for s in stages for o in s.outs}
     # files the config names that a user (or a test: config/test-squad.yaml) provides
     provided = {PurePosixPath(p) for key in ("data_checksums", "data_sources") for p in resolved[key].values()}

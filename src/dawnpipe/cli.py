@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "squad-eval": ("dawnpipe.squad.evaluate", "exact match and F1 of SQuAD v1.1 predictions, like the official script"),
     "audit": ("dawnpipe.audit.cli", "check DAWNBench v1 submissions: a verdict and reasons for every file"),
     "leaderboard": ("dawnpipe.report.board", "rank audited submissions together with our own runs (JSON, HTML)"),
+    "study": ("dawnpipe.report.study", "a study's variants, or its results as JSON and a page (config/studies/<name>.yaml)"),
     "mlperf": ("dawnpipe.mlperf.cli", "score and check MLPerf Training results as MLCommons' mlperf-logging does"),
     "export": ("dawnpipe.export", "write our runs as DAWNBench v1 submissions (train JSON + TSV, inference JSON)"),
     "pipeline": ("dawnpipe.pipeline.cli", "write dvc.yaml and params.yaml from the stage table, or print the resolved config"),

@@ -49,6 +49,7 @@ wildcard_constraints:
     entry=_regex_alternatives(ENTRIES),
     seed=r"\d+",
     task=r"[A-Za-z0-9._-]+",
+    study=_regex_alternatives(PLAN.studies),
 
 
 def _job(wildcards):

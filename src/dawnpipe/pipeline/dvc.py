@@ -29,7 +29,7 @@ import yaml
 from dawnpipe.pipeline import render
 from dawnpipe.pipeline.config import SCHEMA, Config
 from dawnpipe.pipeline.plan import Plan
-from dawnpipe.pipeline.stages import ENTRY, ONCE, RUN_, STAGES, TASK, Job, Stage
+from dawnpipe.pipeline.stages import ENTRY, ONCE, RUN_, STAGES, STUDY, TASK, Job, Stage
 
 DVC_YAML = Path("dvc.yaml")
 PARAMS_YAML = Path("params.yaml")
@@ -51,6 +51,8 @@ def jobs(stage: Stage, plan: Plan) -> list[tuple[str, Job]]:
         return [(e, {"entry": e}) for e in plan.entries]
     if stage.per == RUN_:
         return [(f"{e}-{s}", {"entry": e, "seed": str(s)}) for e, s in plan.runs()]
+    if stage.per == STUDY:
+        return [(name, {"study": name}) for name in plan.studies]
     assert stage.per == ONCE
     return [("", {})]
 
@@ -115,7 +117,7 @@ def check_stage(config: Config, plan: Plan, src: Path) -> dict[str, Any]:
     """dvc.yaml must be what the configuration's files say now: a stage that
     reruns whenever one of them changes (a comment edit too: the check passes
     and writes the same log, so nothing further reruns)."""
-    files = sorted({*config.files, *(e.file for e in plan.entries.values()), str(SCHEMA), config["prices"]})
+    files = sorted({*config.files, *(f for e in plan.entries.values() for f in (e.path, *e.also)), str(SCHEMA), config["prices"]})
     args = ["pipeline", "dvc", "--check"]  # for the config files params.yaml records
     code = render._code(src, ("dawnpipe.__main__", "dawnpipe.cli", "dawnpipe.pipeline.cli"))
     # No outs: Snakemake, which never runs this stage, must leave nothing for `dvc commit` to miss.

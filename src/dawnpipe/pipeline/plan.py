@@ -27,6 +27,13 @@ class Entry:
     file: str  # the entry file its values come from (relative to the project)
     recipe: dict[str, Any]  # validated, defaults filled (dawnpipe.entries.load_entry)
     seeds: tuple[int, ...]
+    full_budget: bool = False  # a study wants whole curves: never stop at the threshold
+    also: tuple[str, ...] = ()  # other files its values come from (a study variant's base entry)
+
+    @property
+    def path(self) -> str:
+        """The file its values are in (a study variant's: the study file)."""
+        return self.file.split("#", 1)[0]
 
     @property
     def task(self) -> str:
@@ -51,7 +58,39 @@ class Plan:
             path = os.path.join(config["entries_dir"], f"{entry_id}.yaml")
             recipe = load_entry(path)
             self.entries[entry_id] = Entry(entry_id, path, recipe, tuple(config["seeds"]))
+        self.studies = self.add_studies()
+        if not self.entries:
+            raise DawnpipeError(f"{self.config.where('entries')}: field 'entries': no entries and no studies: nothing to run")
         self.check_backends()
+
+    def add_studies(self) -> dict[str, Any]:
+        """The config's studies: their base entries and the variants that run
+        become entries (seeds: the union with what else asks for them)."""
+        from dataclasses import replace
+
+        from dawnpipe.studies import entry_ref, load_study
+
+        studies = {}
+        for name in self.config["studies"]:
+            path = os.path.join(self.config["studies_dir"], f"{name}.yaml")
+            if not os.path.isfile(path):
+                raise DawnpipeError(f"{self.config.where('studies')}: field 'studies': no study {name!r} ({path} not found)")
+            study = studies[name] = load_study(path, self.config["entries_dir"])
+            base_file = os.path.join(self.config["entries_dir"], f"{study.base}.yaml")
+            wanted = [(study.base, base_file, study.base_recipe)]
+            wanted += [(v.id, entry_ref(study, v.id), v.recipe) for v in study.runnable()]
+            for entry_id, file, recipe in wanted:
+                also = (base_file,) if file != base_file else ()
+                have = self.entries.get(entry_id)
+                if have is not None and config_hash(have.recipe) != config_hash(recipe):
+                    raise DawnpipeError(f"{path}: variant {entry_id!r} differs from the entry of that id another study or the config runs")
+                seeds = tuple(sorted({*(have.seeds if have else ()), *study.seeds}))
+                full = study.full_budget or (have.full_budget if have else False)
+                self.entries[entry_id] = replace(have, seeds=seeds, full_budget=full) if have else Entry(entry_id, file, recipe, seeds, full, also)
+        return studies
+
+    def stop_at_threshold(self, entry: str) -> bool:
+        return bool(self.config["stop_at_threshold"]) and not self.entries[entry].full_budget
 
     def check_backends(self) -> None:
         """Every entry is answered by at least one of inference.backends, and every name there exists."""
@@ -70,6 +109,11 @@ class Plan:
                 raise DawnpipeError(f"{where}: none of {wanted} answers entry {e.id}'s {items} items from {e.framework} checkpoints")
 
     # ------------------------------------------------------------ what runs
+    def study_runs(self, name: str) -> list[str]:
+        """The run directories a study's summary reads (its base and the variants that run)."""
+        study = self.studies[name]
+        return [self.run_dir(e, s) for e in [study.base, *(v.id for v in study.runnable())] for s in study.seeds]
+
     def runs(self) -> list[tuple[str, int]]:
         return [(e.id, s) for e in self.entries.values() for s in e.seeds]
 
@@ -117,7 +161,7 @@ class Plan:
             official_threshold=self.task(e.task).threshold,
             train_limit=self.config["train_limit"],
             test_limit=self.config["test_limit"],
-            stop_at_threshold=self.config["stop_at_threshold"],
+            stop_at_threshold=self.stop_at_threshold(entry),
         )
 
     def flops_values(self, entry: str) -> dict[str, Any]:

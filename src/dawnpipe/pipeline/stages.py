@@ -37,7 +37,7 @@ from typing import Any
 from dawnpipe.pipeline.plan import RUN, Plan
 
 # -------------------------------------------------------------- the vocabulary
-TASK, ENTRY, RUN_, ONCE = ("task",), ("entry",), ("entry", "seed"), ()
+TASK, ENTRY, RUN_, ONCE, STUDY = ("task",), ("entry",), ("entry", "seed"), (), ("study",)
 
 
 @dataclass(frozen=True)
@@ -141,7 +141,8 @@ def run_settings_value(plan: Plan, job: Job) -> str:
 
 def entry_params(plan: Plan, job: Job) -> dict[str, list[str] | None]:
     """DVC: every value of the entry file (the run's other settings are in its command)."""
-    return {_entry(plan, job).file: None}
+    # One file per item (DVC's foreach body lists the first item's): a study variant's is its study file.
+    return {_entry(plan, job).path: None}
 
 
 def no_params(plan: Plan, job: Job) -> dict[str, list[str] | None]:
@@ -156,7 +157,9 @@ def flops_value(plan: Plan, job: Job) -> str:
 def flops_params(plan: Plan, job: Job) -> dict[str, list[str] | None]:
     from dawnpipe.pipeline.plan import FLOPS_HYPERPARAMETERS, FLOPS_KEYS
 
-    return {_entry(plan, job).file: [*FLOPS_KEYS, *(f"hyperparameters.{k}" for k in FLOPS_HYPERPARAMETERS)]}
+    entry = _entry(plan, job)
+    # the same keys for every item (DVC's foreach body lists the first item's): a study variant's base entry
+    return {(entry.also[0] if entry.also else entry.file): [*FLOPS_KEYS, *(f"hyperparameters.{k}" for k in FLOPS_HYPERPARAMETERS)]}
 
 
 def prices_value(plan: Plan, job: Job) -> str:
@@ -245,8 +248,14 @@ def _train_args(plan: Plan, job: Job) -> list[str]:
         ("--threshold", repr(plan.threshold(plan.task_of(job["entry"])))),
         ("--train-limit", c["train_limit"]),
         ("--test-limit", c["test_limit"]),
-        ("--stop-at-threshold", c["stop_at_threshold"]),
+        ("--stop-at-threshold", plan.stop_at_threshold(job["entry"])),
+        ("--entries-dir", _variant_entries_dir(plan, job)),
     )
+
+
+def _variant_entries_dir(plan: Plan, job: Job) -> str | None:
+    """Where a study variant's base entry is (the config's entries_dir); None for an entry file."""
+    return plan.config["entries_dir"] if _entry(plan, job).also else None
 
 
 TRAIN = Stage(
@@ -404,9 +413,9 @@ FLOPS_STAGE = Stage(
     ENTRY,
     inputs={"data": Input(prepared)},
     outputs={"flops": Output("results/flops/{entry}.json")},
-    args=("--entry", Param("entry_file"), "--data", In("data"), "--out", Out("flops")),
+    args=("--entry", Param("entry_file"), Param("entries_dir"), "--data", In("data"), "--out", Out("flops")),
     log="results/logs/flops/{entry}.log",
-    params={"entry_file": TRAIN.params["entry_file"]},
+    params={"entry_file": TRAIN.params["entry_file"], "entries_dir": lambda plan, job: words(("--entries-dir", _variant_entries_dir(plan, job)))},
     # what a FLOP count reads, not comments or the optimizer: a new lr retrains but does not recount
     values={"counted": FLOPS},
     needs=Needs(mem_mb=2000, runtime_min=10),
@@ -580,4 +589,35 @@ REPORT = Stage(
     needs=Needs(mem_mb=2000, runtime_min=10),
 )
 
-STAGES: tuple[Stage, ...] = (FETCH, PREPARE, TRAIN, EXTRACT, INFER, FLOPS_STAGE, UTILIZATION, SENSITIVITY, STABILITY, EXPORT, REPORT)
+STUDY_STAGE = Stage(
+    "study",
+    "study",
+    STUDY,
+    inputs={
+        "logs": Input(lambda plan, job: [f"{d}/train.parquet" for d in plan.study_runs(job["study"])]),
+        "runs": Input(lambda plan, job: [f"{d}/run.json" for d in plan.study_runs(job["study"])]),
+    },
+    outputs={"json": Output("results/studies/{study}.json"), "html": Output("results/studies/{study}.html")},
+    args=(
+        "summarize",
+        "--study",
+        Param("study_file"),
+        "--entries-dir",
+        Param("entries_dir"),
+        "--runs",
+        "results/runs",
+        "--json",
+        Out("json"),
+        "--html",
+        Out("html"),
+    ),
+    log="results/logs/study/{study}.log",
+    params={
+        "study_file": lambda plan, job: plan.studies[job["study"]].file,
+        "entries_dir": lambda plan, job: plan.config["entries_dir"],
+    },
+    config_keys=("config.studies_dir", "config.entries_dir"),
+    needs=Needs(mem_mb=2000, runtime_min=10),
+)
+
+STAGES: tuple[Stage, ...] = (FETCH, PREPARE, TRAIN, EXTRACT, INFER, FLOPS_STAGE, UTILIZATION, SENSITIVITY, STABILITY, EXPORT, REPORT, STUDY_STAGE)

@@ -142,15 +142,18 @@ def count_entry(entry: dict[str, Any], data: Path) -> dict[str, Any]:
 
 
 def configure(p) -> None:
-    p.add_argument("--entry", required=True, type=Path, help="entry YAML (config/entries/<id>.yaml)")
+    p.add_argument("--entry", required=True, type=Path, help="entry YAML (config/entries/<id>.yaml), or a study variant: <study file>#<variant id>")
+    p.add_argument(
+        "--entries-dir", type=Path, default=None, help="where a study variant's base entry is (default: config/entries beside the study's directory)"
+    )
     p.add_argument("--data", required=True, type=Path, help="prepared data of the entry's task, or a directory of prepared sets (item shape, classes)")
     p.add_argument("--out", required=True, type=Path, help="output JSON")
 
 
 def run(args) -> int:
-    from dawnpipe.entries import load_entry
+    from dawnpipe.studies import load_entry_ref
 
-    entry = load_entry(args.entry)
+    entry = load_entry_ref(args.entry, args.entries_dir)
     record = count_entry(entry, args.data)
     write_json(args.out, record)
     if record["counted"]:

@@ -28,10 +28,11 @@ from dawnpipe import telemetry
 from dawnpipe.argtypes import add_flag, add_task_options, optional_int, seconds, task_option
 from dawnpipe.argtypes import threshold as threshold_value
 from dawnpipe.data.loader import prepared_dir
-from dawnpipe.entries import config_hash, load_entry, run_settings
+from dawnpipe.entries import config_hash, run_settings
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import read_json, write_json
 from dawnpipe.runinfo import base_environment, now_iso
+from dawnpipe.studies import load_entry_ref
 from dawnpipe.tasks import get_task
 from dawnpipe.train import DATA_PARALLEL, TRAINERS, EntryError
 from dawnpipe.train.distributed import SINGLE, Layout, hardware_tag, rank_from_env, run_launcher
@@ -39,7 +40,10 @@ from dawnpipe.train.outputs import Outputs
 
 
 def configure(p) -> None:
-    p.add_argument("--entry", required=True, type=Path, help="entry YAML (config/entries/<id>.yaml)")
+    p.add_argument("--entry", required=True, type=Path, help="entry YAML (config/entries/<id>.yaml), or a study variant: <study file>#<variant id>")
+    p.add_argument(
+        "--entries-dir", type=Path, default=None, help="where a study variant's base entry is (default: config/entries beside the study's directory)"
+    )
     p.add_argument("--seed", required=True, type=int, help="random seed of this run")
     p.add_argument("--data", required=True, type=Path, help="prepared data directory (with manifest.json), or a directory of them named by task")
     p.add_argument("--tsv", required=True, type=Path, help="output: DAWNBench v1 per-epoch TSV")
@@ -84,7 +88,7 @@ def check_entry(trainer, entry_file: Path, entry: dict) -> None:
 
 
 def settings_from_args(args) -> dict:
-    entry = load_entry(args.entry)
+    entry = load_entry_ref(args.entry, args.entries_dir)
     task = get_task(entry["task"])
     threshold = args.threshold if args.threshold is not None else task_option(args, "threshold_for", task.name)
     return run_settings(
