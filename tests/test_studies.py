@@ -55,9 +55,9 @@ def test_a_variant_equal_to_the_base_or_another_runs_once_and_the_rule_scales_th
     assert by_id["smoke-fastnet+batch=128"].recipe["hyperparameters"]["lr"] == pytest.approx(2 * base_lr)
     assert by_id["smoke-fastnet+batch=32"].recipe["hyperparameters"]["lr"] == pytest.approx(base_lr / 2)
     batch = load_study(ROOT / "config/studies/batch-size.yaml", ROOT / "config/entries")
-    v512 = next(v for v in batch.variants if v.id == "resnet20-dawn+batch=512")
+    v512 = next(v for v in batch.variants if v.id == "resnet20-short+batch=512")
     hp = v512.recipe["hyperparameters"]
-    assert hp["lr"] == pytest.approx(0.4) and hp["schedule"]["warmup_lr"] == pytest.approx(0.04) and hp["schedule"]["warmup_epochs"] == 5
+    assert hp["lr"] == pytest.approx(0.4) and hp["schedule"]["warmup_lr"] == pytest.approx(0.04) and hp["schedule"]["warmup_epochs"] == 2
     # an entry reference reads the same recipe the study gives
     assert load_entry_ref(f"{ROOT}/config/studies/test-batch.yaml#smoke-fastnet+batch=32", SMOKE) == by_id["smoke-fastnet+batch=32"].recipe
 
@@ -120,3 +120,14 @@ def test_the_tiny_study_end_to_end(tmp_path):
     for run_json in (project / "results/runs").glob("*/seed*/run.json"):  # whole curves: every run went on past the threshold
         run = json.loads(run_json.read_text())
         assert run["settings"]["stop_at_threshold"] is False and run["result"]["epochs_run"] == 2
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "config/studies").glob("*.yaml")), ids=lambda p: p.stem)
+def test_every_ready_made_study_loads_and_its_variants_are_valid_entries(path):
+    from dawnpipe.entries import validate_entry
+
+    entries = SMOKE if path.stem.startswith("test-") else ROOT / "config/entries"
+    study = load_study(path, entries)
+    assert study.variants and len({v.id for v in study.variants}) == len(study.variants)
+    for v in study.runnable():
+        validate_entry({k: x for k, x in v.recipe.items() if k != "id"}, f"{path}#{v.id}")  # the task's rules and its model family's model_args

@@ -51,7 +51,7 @@ def _train_args(entry, tmp_path):
         ({"model": "resnet7"}, "field 'model_args': unknown key 'widths' (known: block, width, drop_path) (model resnet7, pytorch)"),
         (
             {"model_args": {"widthz": [8, 16, 32, 64]}},
-            "field 'model_args': unknown key 'widthz' (known: widths, head_scale, drop_path) (model fastnet, pytorch)",
+            "field 'model_args': unknown key 'widthz' (known: widths, head_scale) (model fastnet, pytorch)",
         ),
         # what only the zoo knows: a CIFAR ResNet's depth is 6n + 2
         ({"model": "resnet7", "model_args": {}}, "model 'resnet7' with model_args {}: a basic CIFAR ResNet needs depth = 6n + 2, not 7"),

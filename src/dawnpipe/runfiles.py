@@ -18,6 +18,10 @@ from dawnpipe.errors import DawnpipeError, UsageError
 from dawnpipe.fileio import read_json
 from dawnpipe.schemas import jsonschema_check
 
+# A run trained with a held-out split (entry field held_out) logs its metric on
+# it beside the test metric, as held_out_<metric column> (train.parquet/tsv).
+HELD_OUT_PREFIX = "held_out_"
+
 # What every stage after training reads from a run's run.json.
 
 

@@ -70,9 +70,11 @@ class Split:
     stats: dict | None = None  # per-channel mean/std of pixel/255 where prepare computed them
 
 
-def load_split(prepared: Path, split: str, limit: int | None = None) -> Split:
+def load_split(prepared: Path, split: str, limit: int | None = None, held_out: int = 0) -> Split:
     """The first ``limit`` items of ``split`` (all when None). Subsets are a
-    prefix, so every seed and stage sees the same items."""
+    prefix, so every seed and stage sees the same items. ``held_out``: the
+    split's last items kept out first (held_out_split gives them), so a
+    limit never reaches into them."""
     prepared = Path(prepared)
     manifest = read_json(prepared / "manifest.json")
     if split not in manifest.get("splits", {}):
@@ -87,11 +89,36 @@ def load_split(prepared: Path, split: str, limit: int | None = None) -> Split:
         if list(arr.shape) != entry[name]["shape"]:
             where = entry[name].get("file", f"the shards of {split}")
             raise DawnpipeError(f"{prepared / where}: shape {list(arr.shape)} disagrees with manifest.json ({entry[name]['shape']})")
+    if held_out:
+        if held_out >= len(labels):
+            raise DawnpipeError(f"{prepared}: held_out {held_out} leaves none of the {len(labels)} items of {split!r} to train on")
+        limit = len(labels) - held_out if limit is None else min(limit, len(labels) - held_out)
     if limit is not None:
         images = images.prefix(limit) if isinstance(images, ShardedArray) else images[:limit]
         labels = labels[:limit]
     stats = {"mean": entry["mean"], "std": entry["std"]} if "mean" in entry else None
     return Split(images=images, labels=labels, classes=manifest["classes"], stats=stats)
+
+
+DEFAULT_HELD_OUT = 5000  # items of an entry's held_out: true
+
+
+def held_out_size(entry: dict) -> int:
+    """The number of training items an entry holds out (its field held_out: true, false or a count)."""
+    value = entry.get("held_out", False)
+    if value is True:
+        return DEFAULT_HELD_OUT
+    return int(value or 0)
+
+
+def held_out_split(prepared: Path, n: int) -> Split:
+    """The last ``n`` items of the training split: the held-out set, the same for every entry."""
+    full = load_split(prepared, "train")
+    total = len(full.labels)
+    if not 0 < n < total:
+        raise DawnpipeError(f"{prepared}: held_out {n} must be between 1 and {total - 1} (the training split has {total} items)")
+    images = np.asarray(full.images[total - n : total]) if not isinstance(full.images, ShardedArray) else full.images[np.arange(total - n, total)]
+    return Split(images=images, labels=full.labels[total - n :], classes=full.classes, stats=full.stats)
 
 
 def _load_shards(prepared: Path, spec: dict) -> ShardedArray:

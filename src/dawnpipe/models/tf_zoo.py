@@ -54,16 +54,44 @@ def conv_bn(x, c_out: int, kernel: int, stride: int, name: str, bn_name: str):
     return layers.BatchNormalization(momentum=BN_MOMENTUM, epsilon=BN_EPSILON, name=bn_name)(x)
 
 
-def basic_block(x, c_in: int, width: int, stride: int, path: str) -> tuple:
+@keras.saving.register_keras_serializable(package="dawnpipe")
+class DropPath(layers.Layer):
+    """Stochastic depth per sample, as torch_zoo.drop_path: in training each
+    item's residual branch is zeroed with probability ``rate`` and the kept
+    ones scaled by 1 / (1 - rate); the identity at inference. No weights."""
+
+    def __init__(self, rate: float, **kwargs):
+        super().__init__(**kwargs)
+        self.rate = float(rate)
+
+    def call(self, x, training=None):
+        if not training or self.rate == 0.0:
+            return x
+        keep = 1.0 - self.rate
+        shape = (keras.ops.shape(x)[0],) + (1,) * (len(x.shape) - 1)  # one draw per item
+        mask = keras.ops.cast(keras.random.uniform(shape, dtype=x.dtype) < keep, x.dtype)
+        return x * mask / keep
+
+    def get_config(self):
+        return {**super().get_config(), "rate": self.rate}
+
+
+def _residual(y, short, path: str, drop: float):
+    if drop:
+        y = DropPath(drop, name=f"{path}.drop")(y)
+    return layers.ReLU(name=f"{path}.relu")(layers.Add(name=f"{path}.add")([y, short]))
+
+
+def basic_block(x, c_in: int, width: int, stride: int, path: str, drop: float = 0.0) -> tuple:
     c_out = width
     y = conv_bn(x, width, 3, stride, f"{path}.body.0", f"{path}.body.1")
     y = layers.ReLU(name=f"{path}.body.2")(y)
     y = conv_bn(y, c_out, 3, 1, f"{path}.body.3", f"{path}.body.4")
     short = conv_bn(x, c_out, 1, stride, f"{path}.shortcut.0", f"{path}.shortcut.1") if stride != 1 or c_in != c_out else x
-    return layers.ReLU(name=f"{path}.relu")(layers.Add(name=f"{path}.add")([y, short])), c_out
+    return _residual(y, short, path, drop), c_out
 
 
-def bottleneck_block(x, c_in: int, width: int, stride: int, path: str) -> tuple:
+def bottleneck_block(x, c_in: int, width: int, stride: int, path: str, drop: float = 0.0) -> tuple:
     c_out = width * 4
     y = conv_bn(x, width, 1, 1, f"{path}.body.0", f"{path}.body.1")
     y = layers.ReLU(name=f"{path}.body.2")(y)
@@ -71,11 +99,18 @@ def bottleneck_block(x, c_in: int, width: int, stride: int, path: str) -> tuple:
     y = layers.ReLU(name=f"{path}.body.5")(y)
     y = conv_bn(y, c_out, 1, 1, f"{path}.body.6", f"{path}.body.7")
     short = conv_bn(x, c_out, 1, stride, f"{path}.shortcut.0", f"{path}.shortcut.1") if stride != 1 or c_in != c_out else x
-    return layers.ReLU(name=f"{path}.relu")(layers.Add(name=f"{path}.add")([y, short])), c_out
+    return _residual(y, short, path, drop), c_out
 
 
 def cifar_resnet(
-    depth: int = 20, block: str = "basic", width: int = 16, *, input_shape: tuple[int, int, int], num_classes: int = 10, name: str | None = None
+    depth: int = 20,
+    block: str = "basic",
+    width: int = 16,
+    drop_path: float = 0.0,
+    *,
+    input_shape: tuple[int, int, int],
+    num_classes: int = 10,
+    name: str | None = None,
 ) -> keras.Model:
     block_fn, per_block = {"basic": (basic_block, 2), "bottleneck": (bottleneck_block, 3)}[block]
     if (depth - 2) % (3 * per_block):
@@ -85,9 +120,10 @@ def cifar_resnet(
     x = conv_bn(inputs, width, 3, 1, "features.0", "features.1")
     x = layers.ReLU(name="features.2")(x)
     c_in, index = width, 3
+    rates = iter([drop_path * (i + 1) / (3 * n) for i in range(3 * n)])  # the linear decay rule of torch_zoo.drop_rates
     for stage, w in enumerate((width, 2 * width, 4 * width)):
         for i in range(n):
-            x, c_in = block_fn(x, c_in, w, 2 if stage > 0 and i == 0 else 1, f"features.{index}")
+            x, c_in = block_fn(x, c_in, w, 2 if stage > 0 and i == 0 else 1, f"features.{index}", next(rates))
             index += 1
     x = layers.GlobalAveragePooling2D(name="pool")(x)
     bound = 1.0 / math.sqrt(c_in)  # PyTorch's nn.Linear default

@@ -22,24 +22,37 @@ def conv_bn(c_in: int, c_out: int, kernel: int = 3, stride: int = 1) -> list[nn.
     return [nn.Conv2d(c_in, c_out, kernel, stride=stride, padding=kernel // 2, bias=False), nn.BatchNorm2d(c_out)]
 
 
+def drop_path(x: torch.Tensor, rate: float, training: bool) -> torch.Tensor:
+    """Stochastic depth (Huang et al. 2016), per sample: in training, each
+    item's residual branch is zeroed with probability ``rate`` and the kept
+    ones scaled by 1 / (1 - rate), so evaluation is the identity (no rescaling)."""
+    if rate == 0.0 or not training:
+        return x
+    keep = 1.0 - rate
+    mask = x.new_empty((x.shape[0],) + (1,) * (x.dim() - 1)).bernoulli_(keep)
+    return x * mask / keep
+
+
 class BasicBlock(nn.Module):
     expansion = 1
 
-    def __init__(self, c_in: int, width: int, stride: int):
+    def __init__(self, c_in: int, width: int, stride: int, drop: float = 0.0):
         super().__init__()
+        self.drop = drop
         c_out = width * self.expansion
         self.body = nn.Sequential(*conv_bn(c_in, width, 3, stride), nn.ReLU(inplace=True), *conv_bn(width, c_out))
         self.shortcut = nn.Sequential(*conv_bn(c_in, c_out, 1, stride)) if stride != 1 or c_in != c_out else nn.Identity()
 
     def forward(self, x):
-        return F.relu(self.body(x) + self.shortcut(x))
+        return F.relu(drop_path(self.body(x), self.drop, self.training) + self.shortcut(x))
 
 
 class Bottleneck(nn.Module):
     expansion = 4
 
-    def __init__(self, c_in: int, width: int, stride: int):
+    def __init__(self, c_in: int, width: int, stride: int, drop: float = 0.0):
         super().__init__()
+        self.drop = drop
         c_out = width * self.expansion
         self.body = nn.Sequential(
             *conv_bn(c_in, width, 1),
@@ -51,11 +64,16 @@ class Bottleneck(nn.Module):
         self.shortcut = nn.Sequential(*conv_bn(c_in, c_out, 1, stride)) if stride != 1 or c_in != c_out else nn.Identity()
 
     def forward(self, x):
-        return F.relu(self.body(x) + self.shortcut(x))
+        return F.relu(drop_path(self.body(x), self.drop, self.training) + self.shortcut(x))
+
+
+def drop_rates(blocks: int, drop_path: float) -> list[float]:
+    """The linear decay rule: block l of L (from 1) drops with rate drop_path * l / L (the last: drop_path)."""
+    return [drop_path * (i + 1) / blocks for i in range(blocks)]
 
 
 class CifarResNet(nn.Module):
-    def __init__(self, depth: int = 20, block: str = "basic", width: int = 16, in_channels: int = 3, num_classes: int = 10):
+    def __init__(self, depth: int = 20, block: str = "basic", width: int = 16, in_channels: int = 3, num_classes: int = 10, drop_path: float = 0.0):
         super().__init__()
         block_cls = {"basic": BasicBlock, "bottleneck": Bottleneck}[block]
         per_block = 2 if block == "basic" else 3
@@ -63,10 +81,10 @@ class CifarResNet(nn.Module):
             raise ValueError(f"a {block} CIFAR ResNet needs depth = {3 * per_block}n + 2, not {depth}")
         n = (depth - 2) // (3 * per_block)
         layers: list[nn.Module] = [*conv_bn(in_channels, width), nn.ReLU(inplace=True)]
-        c_in = width
+        c_in, rates = width, iter(drop_rates(3 * n, drop_path))
         for stage, w in enumerate((width, 2 * width, 4 * width)):
             for i in range(n):
-                layers.append(block_cls(c_in, w, 2 if stage > 0 and i == 0 else 1))
+                layers.append(block_cls(c_in, w, 2 if stage > 0 and i == 0 else 1, next(rates)))
                 c_in = w * block_cls.expansion
         self.features = nn.Sequential(*layers)
         self.head = nn.Linear(c_in, num_classes)

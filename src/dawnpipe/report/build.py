@@ -36,6 +36,7 @@ def runs_table(runs: list[dict[str, Any]]) -> pd.DataFrame:
         lat = r["latency"] or dict.fromkeys(
             ("backend", "threads", "accuracy", "latency_mean_ms", "latency_p50_ms", "latency_p90_ms", "latency_p99_ms", "cost_per_10k_usd")
         )
+        gen = r.get("generalization") or dict.fromkeys(("test", "held_out", "gap"))
         records.append(
             {
                 "entry": info["entry"],
@@ -64,6 +65,9 @@ def runs_table(runs: list[dict[str, Any]]) -> pd.DataFrame:
                 "latency_p99_ms": lat["latency_p99_ms"],
                 "inference_cost_per_10k_usd": lat["cost_per_10k_usd"],
                 "usd_per_hour": tta["usd_per_hour"],
+                "test_metric_at_check": gen["test"],  # held-out split only: at the threshold checkpoint (else the last epoch)
+                "held_out_metric": gen["held_out"],
+                "generalization_gap": gen["gap"],
                 "config_hash": info["config_hash"],
                 "git_commit": info["environment"]["git"]["commit"],
                 "cpu_model": info["environment"]["cpu_model"],

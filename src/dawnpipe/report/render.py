@@ -66,6 +66,7 @@ SECTIONS = [
     ("sections/utilization.html.j2", lambda ctx: bool(ctx["energy"])),
     ("sections/sensitivity.html.j2", lambda ctx: bool(ctx["sensitivity"])),
     ("sections/frameworks.html.j2", lambda ctx: bool(ctx["board"].get("frameworks"))),
+    ("sections/generalization.html.j2", lambda ctx: any(r.get("generalization") for r in ctx["runs"])),
     ("sections/inference.html.j2", lambda ctx: any(r.get("latencies") for r in ctx["runs"])),
     ("sections/runs.html.j2", lambda ctx: bool(ctx["runs"])),
 ]

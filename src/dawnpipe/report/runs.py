@@ -20,7 +20,7 @@ def load_run(run_dir: Path) -> dict[str, Any]:
     if missing:
         raise DawnpipeError(f"{run_dir}: missing {', '.join(missing)} (did the train/extract stages run?)")
     latencies = sorted((load_latency(p) for p in latency_files(run_dir)), key=lambda r: r["latency_mean_ms"])
-    return {
+    run = {
         "dir": run_dir,
         "run": read_run_file(run_dir / "run.json", "run_complete"),
         "tta": read_run_file(run_dir / "time_to_accuracy.json", "time_to_accuracy"),
@@ -31,6 +31,8 @@ def load_run(run_dir: Path) -> dict[str, Any]:
             name: read_run_file(run_dir / f"{name}.json", name) if (run_dir / f"{name}.json").is_file() else None for name in ("utilization", "sensitivity")
         },  # optional: the analysis stages of issue 9
     }
+    run["generalization"] = generalization(run)
+    return run
 
 
 def load_latency(path: Path) -> dict[str, Any]:
@@ -38,3 +40,29 @@ def load_latency(path: Path) -> dict[str, Any]:
     the tool that wrote it kept none: no distribution plot then)."""
     per_item = Path(path).with_suffix(".parquet")
     return {**read_run_file(path, "latency"), "per_item_path": str(per_item) if per_item.is_file() else None}
+
+
+def generalization(run: dict[str, Any]) -> dict[str, Any] | None:
+    """Test against held-out accuracy of a run trained with a held-out split
+    (entry field held_out), at the checkpoint that first reached the threshold,
+    or at the last epoch when none did; None for a run without one.
+    gap = test - held-out, in points: positive where the test set flatters."""
+    from dawnpipe.runfiles import HELD_OUT_PREFIX
+    from dawnpipe.tasks import get_task
+
+    column = get_task(run["run"]["task"]).metric_column
+    log = run["log"]
+    if HELD_OUT_PREFIX + column not in log or log.empty:
+        return None
+    tta = run["tta"]
+    at = log[log["epoch"] == tta["epochs_to_accuracy"]] if tta["reached"] else log.iloc[0:0]
+    row, where = (at.iloc[0], "threshold") if len(at) else (log.iloc[-1], "last epoch")
+    test, held = float(row[column]), float(row[HELD_OUT_PREFIX + column])
+    return {
+        "at": where,
+        "epoch": float(row["epoch"]),
+        "test": test,
+        "held_out": held,
+        "gap": test - held,
+        "items": run["run"].get("result", {}).get("held_out_items"),
+    }

@@ -31,15 +31,20 @@ td.num{text-align:right;font-variant-numeric:tabular-nums} .dnc{color:#a00} .mut
 {% if s.claim %}<p><strong>The paper's claim:</strong> {{ s.claim }}</p>{% endif %}
 <p class="muted">Base entry <code>{{ s.base }}</code>, design {{ s.design }}, seeds {{ s.seeds | join(", ") }}; runs {{ "continue to their whole budget" if s.continue_past_threshold else "stop at the threshold" }}.
 Medians over seeds; a seed that did not reach a rung counts as infinitely slow (no median when half or more did not). Speed-up: the base's median over the variant's.</p>
-<table><tr><th>Variant</th><th>Overrides</th>{% for t in s.ladder %}<th>Median to {{ t }}</th><th>Speed-up</th><th>Reached</th>{% endfor %}<th>Final accuracy (median)</th><th>Items/s</th></tr>
+<table><tr><th>Variant</th><th>Overrides</th>{% for t in s.ladder %}<th>Median to {{ t }}</th><th>Speed-up</th><th>Reached</th>{% endfor %}<th>Epochs to {{ s.ladder[-1] }}</th><th>CoV to {{ s.ladder[-1] }}</th><th>Final accuracy (median)</th>{% if held %}<th>Held-out (final)</th><th>Gap</th>{% endif %}<th>Items/s</th></tr>
 {% for v in s.variants %}<tr><td><code>{{ v.id }}</code>{% if v.same_as %} <span class="muted">(same recipe as {{ v.same_as }}: run once)</span>{% endif %}</td>
 <td>{% for k, val in v.overrides.items() %}<code>{{ k }}={{ val }}</code> {% endfor %}</td>
 {% for t in s.ladder %}{% set key = t | string %}<td class="num">{% if v.median_time_to_accuracy_hours[key] is none %}<span class="dnc">did not reach</span>{% else %}{{ v.median_time_to_accuracy_hours[key] | hours }}{% endif %}</td>
 <td class="num">{{ "%.2fx" | format(v.speedup[key]) if v.speedup[key] is not none else "-" }}</td><td class="num">{{ "%.0f%%" | format(100 * v.reached_fraction[key]) }}</td>{% endfor %}
-<td class="num">{{ "%.2f" | format(v.final_accuracy) if v.final_accuracy is not none else "-" }}</td><td class="num">{{ "%.0f" | format(v.items_per_second) if v.items_per_second is not none else "-" }}</td></tr>
+<td class="num">{{ "%g" | format(v.median_epochs_to_accuracy) if v.median_epochs_to_accuracy is not none else "-" }}</td><td class="num">{{ "%.3f" | format(v.tta_cov) if v.tta_cov is not none else "-" }}</td>
+<td class="num">{{ "%.2f" | format(v.final_accuracy) if v.final_accuracy is not none else "-" }}</td>{% if held %}<td class="num">{{ "%.2f" | format(v.final_held_out_accuracy) if v.final_held_out_accuracy is not none else "-" }}</td><td class="num">{{ "%+.2f" | format(v.generalization_gap) if v.generalization_gap is not none else "-" }}</td>{% endif %}<td class="num">{{ "%.0f" | format(v.items_per_second) if v.items_per_second is not none else "-" }}</td></tr>
 {% endfor %}</table>
 <h2>Accuracy against training time</h2>
 {{ chart }}
+<h2>Training loss per epoch</h2>
+{{ loss_chart }}
+{% if figure %}<h2>{{ figure_title }}</h2>
+{{ figure }}{% endif %}
 <p class="muted">Generated {{ s.generated }}{% if s.commit %} at commit <code>{{ s.commit }}</code>{% endif %}{% if s.machine %} on {{ s.machine }}{% endif %}.</p>
 </body></html>
 """
@@ -66,10 +71,15 @@ def median_hours(times: list[float | None]) -> float | None:
     return None if math.isinf(m) else m
 
 
+def cov(values: list[float]) -> float | None:
+    """Coefficient of variation (sample std / mean), None under two values."""
+    return statistics.stdev(values) / statistics.mean(values) if len(values) >= 2 and statistics.mean(values) > 0 else None
+
+
 def run_record(run_dir: Path, task, ladder: list[float]) -> dict[str, Any]:
     import pandas as pd
 
-    from dawnpipe.runfiles import read_run_file
+    from dawnpipe.runfiles import HELD_OUT_PREFIX, read_run_file
     from dawnpipe.tta import time_to_accuracy
 
     for name in ("train.parquet", "run.json"):
@@ -79,16 +89,20 @@ def run_record(run_dir: Path, task, ladder: list[float]) -> dict[str, Any]:
     run = read_run_file(run_dir / "run.json", "run_complete")
     metric = log[task.metric_column].astype(float).tolist()
     epochs, hours = log["epoch"].astype(float).tolist(), log["hours"].astype(float).tolist()
-    times = {str(t): time_to_accuracy(epochs, hours, metric, t).hours for t in ladder}
+    reached = {str(t): time_to_accuracy(epochs, hours, metric, t) for t in ladder}
+    held = HELD_OUT_PREFIX + task.metric_column
     items = run.get("result", {}).get("train_items")
     throughput = items * epochs[-1] / (hours[-1] * 3600.0) if items and hours and hours[-1] > 0 else None
     return {
         "seed": int(run["seed"]),
-        "time_to_accuracy_hours": times,
+        "time_to_accuracy_hours": {t: r.hours for t, r in reached.items()},
+        "epochs_to_accuracy": {t: r.epoch for t, r in reached.items()},
         "final_accuracy": metric[-1] if metric else None,
+        # with a held-out split (entry field held_out): its accuracy at the last epoch
+        "final_held_out_accuracy": float(log[held].iloc[-1]) if held in log and len(log) else None,
         "epochs_run": int(epochs[-1]) if epochs else 0,
         "items_per_second": throughput,
-        "curve": {"hours": hours, "metric": metric},
+        "curve": {"hours": hours, "metric": metric, "train_loss": log["train_loss"].astype(float).tolist() if "train_loss" in log else []},
     }
 
 
@@ -100,22 +114,31 @@ def summarize(study, runs_dir: Path) -> dict[str, Any]:
     task = all_tasks()[base_recipe["task"]]
     ladder = study.ladder
     rows = [(study.base, {}, None), *((v.id, v.overrides, v.same_as) for v in study.variants)]
+    batch_sizes = {study.base: study.base_recipe["hyperparameters"]["batch_size"], **{v.id: v.recipe["hyperparameters"]["batch_size"] for v in study.variants}}
     variants = []
     for vid, overrides, same_as in rows:
         ran_as = same_as or vid
         runs = [run_record(runs_dir / ran_as / f"seed{s}", task, ladder) for s in study.seeds]
         med = {str(t): median_hours([r["time_to_accuracy_hours"][str(t)] for r in runs]) for t in ladder}
         finals = [r["final_accuracy"] for r in runs if r["final_accuracy"] is not None]
+        held = [r["final_held_out_accuracy"] for r in runs if r["final_held_out_accuracy"] is not None]
+        top = str(ladder[-1])
+        top_times = [r["time_to_accuracy_hours"][top] for r in runs if r["time_to_accuracy_hours"][top] is not None]
         speeds = [r["items_per_second"] for r in runs if r["items_per_second"]]
         variants.append(
             {
                 "id": vid,
                 "overrides": overrides,
                 "same_as": same_as,
+                "batch_size": batch_sizes.get(vid),
                 "runs": runs,
                 "median_time_to_accuracy_hours": med,
                 "reached_fraction": {str(t): sum(r["time_to_accuracy_hours"][str(t)] is not None for r in runs) / len(runs) for t in ladder},
                 "final_accuracy": statistics.median(finals) if finals else None,
+                "final_held_out_accuracy": statistics.median(held) if held else None,
+                "generalization_gap": statistics.median(finals) - statistics.median(held) if held and finals else None,
+                "median_epochs_to_accuracy": median_hours([r["epochs_to_accuracy"][top] for r in runs]),  # at the top rung
+                "tta_cov": cov(top_times),  # of the seeds that reached the top rung (two at least)
                 "items_per_second": statistics.median(speeds) if speeds else None,
             }
         )
@@ -137,6 +160,35 @@ def summarize(study, runs_dir: Path) -> dict[str, Any]:
     }
 
 
+def study_figure(summary: dict[str, Any]) -> tuple[str, Any]:
+    """The study's own figure, where its design has one: items/s and time to
+    the top rung against batch size (variants that change the batch size);
+    speed-up of each trick alone against all of them together (combination
+    and lesion designs), a variant that did not reach the top rung at 0."""
+    from markupsafe import Markup
+
+    from dawnpipe.report.svg import line_chart
+
+    top = str(summary["ladder"][-1])
+    batch = [(v["batch_size"], v) for v in summary["variants"] if v.get("batch_size")]
+    if len({b for b, _ in batch}) >= 3:
+        batch.sort(key=lambda bv: bv[0])
+        speed = line_chart([("items/s", [b for b, _ in batch], [v["items_per_second"] or 0.0 for _, v in batch])], x_label="batch size", y_label="items/s")
+        reached = [(b, v["median_time_to_accuracy_hours"][top]) for b, v in batch if v["median_time_to_accuracy_hours"][top] is not None]
+        tta = line_chart(
+            [(f"median minutes to {top}", [b for b, _ in reached], [60.0 * h for _, h in reached])], x_label="batch size", y_label=f"minutes to {top}"
+        )
+        return "Throughput and time to accuracy against batch size", Markup(speed + tta)
+    if summary["design"] in ("combination", "lesion"):
+        variants = summary["variants"][1:]
+        xs = list(range(1, len(variants) + 1))
+        ys = [v["speedup"][top] or 0.0 for v in variants]
+        names = ", ".join(f"{i}: {v['id']}" + ("" if v["speedup"][top] else " (did not reach)") for i, v in zip(xs, variants))
+        chart = line_chart([(f"speed-up to {top}", xs, ys)], x_label="variant (numbered below)", y_label="speed-up over the base", hline=1.0)
+        return f"Speed-up of each variant to {top} (0: did not reach)", Markup(chart + Markup("<p class='muted'>{}</p>").format(names))
+    return "", None
+
+
 def render(summary: dict[str, Any], machine: dict[str, Any] | None = None) -> str:
     import jinja2
 
@@ -148,11 +200,24 @@ def render(summary: dict[str, Any], machine: dict[str, Any] | None = None) -> st
     chart = line_chart(
         [(name, [x * factor for x in xs], ys) for name, xs, ys in curves], x_label=label, y_label=summary["metric"], hline=summary["ladder"][-1], markers=False
     )
+    losses = [
+        (f"{v['id']} s{r['seed']}", list(range(1, len(r["curve"]["train_loss"]) + 1)), r["curve"]["train_loss"])
+        for v in summary["variants"]
+        if not v["same_as"]
+        for r in v["runs"]
+    ]
+    loss_chart = line_chart([c for c in losses if c[1]], x_label="epoch", y_label="training loss", markers=False)
+    figure_title, figure = study_figure(summary)
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
     env.filters["hours"] = format_hours
     machine = machine or {}
     return env.from_string(HTML).render(
-        s={**summary, "commit": ((machine.get("git") or {}).get("commit") or "")[:12], "machine": machine.get("cpu_model", "")}, chart=chart
+        s={**summary, "commit": ((machine.get("git") or {}).get("commit") or "")[:12], "machine": machine.get("cpu_model", "")},
+        chart=chart,
+        loss_chart=loss_chart,
+        figure=figure,
+        figure_title=figure_title,
+        held=any(v["final_held_out_accuracy"] is not None for v in summary["variants"]),
     )
 
 

@@ -37,6 +37,16 @@ PARQUET_COLUMNS = [
 # tracks it (0 when nothing was lost).
 
 
+def held_out_columns(settings: dict[str, Any]) -> tuple[str, ...]:
+    """The extra log column of an entry with a held-out split (none without one)."""
+    from dawnpipe.data.loader import held_out_size
+    from dawnpipe.runfiles import HELD_OUT_PREFIX
+    from dawnpipe.tasks import get_task
+
+    entry = settings["entry"]
+    return (HELD_OUT_PREFIX + get_task(entry["task"]).metric_column,) if held_out_size(entry) else ()
+
+
 class Logbook:
     def __init__(
         self,

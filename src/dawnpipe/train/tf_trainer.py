@@ -40,13 +40,14 @@ from typing import Any
 import numpy as np
 
 from dawnpipe import tf_runtime
-from dawnpipe.data.loader import ShardedArray, Split, load_split
+from dawnpipe.data.loader import ShardedArray, Split, held_out_size, held_out_split, load_split
 from dawnpipe.entries import config_hash
 from dawnpipe.errors import DawnpipeError
+from dawnpipe.runfiles import HELD_OUT_PREFIX
 from dawnpipe.tasks import get_task
 from dawnpipe.train import EntryError, loop, naming_the_model
 from dawnpipe.train.interruptions import StopRequest
-from dawnpipe.train.logbook import Logbook
+from dawnpipe.train.logbook import Logbook, held_out_columns
 from dawnpipe.train.outputs import Outputs
 from dawnpipe.train.schedule import lr_at, steps_per_epoch
 
@@ -223,7 +224,9 @@ def train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: in
     with StopRequest().active() as stop:
         trainer = KerasTrainer(settings, data_dir, threads=threads)
         task = trainer.task
-        logbook = Logbook(task.log_columns, task.metric_column, settings["threshold"], demo=settings["demo_threshold"])
+        logbook = Logbook(
+            task.log_columns, task.metric_column, settings["threshold"], demo=settings["demo_threshold"], extra_columns=held_out_columns(settings)
+        )
         return loop.run(trainer, settings, out, logbook, settings_hash=config_hash(settings), resume=resume, stop=stop)
 
 
@@ -244,9 +247,14 @@ class KerasTrainer:
         self.gen = tf_runtime.seed_everything(settings["seed"])
         set_precision(hp["precision"], self.device)
 
-        train_split = load_split(data_dir, "train", settings["train_limit"])
+        held = held_out_size(entry)
+        train_split = load_split(data_dir, "train", settings["train_limit"], held_out=held)
         test_split = load_split(data_dir, "test", settings["test_limit"])
         check_supported(entry, train_split)
+        self.held = None
+        if held:  # the training split's last items: never trained on, scored at every evaluation
+            held_split = held_out_split(data_dir, held)
+            self.held = (as_nhwc(held_split.images), np.array(held_split.labels))
         train_np, test_np = as_nhwc(train_split.images), as_nhwc(test_split.images)
         self.test_labels = np.array(test_split.labels)
         mean, std = (list(train_split.stats["mean"]), list(train_split.stats["std"])) if train_split.stats else channel_stats(train_np)
@@ -312,7 +320,15 @@ class KerasTrainer:
             return loop.EpochResult(float(tf.add_n(losses)), min(self.steps * self.batch, self.n_train), lr)
 
     def evaluate(self) -> tuple[dict[str, float], float]:
-        return evaluate(self.eval_logits, self.test_x, self.test_labels, self.hp, self.task.log_columns)
+        metrics, loss = evaluate(self.eval_logits, self.test_x, self.test_labels, self.hp, self.task.log_columns)
+        if self.held is not None:
+            column = self.task.metric_column
+            if not tf.is_tensor(self.held[0]):  # on the device once
+                with tf.device(self.device):
+                    self.held = (tf.identity(tf.constant(self.held[0])), self.held[1])
+            held, _ = evaluate(self.eval_logits, self.held[0], self.held[1], self.hp, (column,))
+            metrics[HELD_OUT_PREFIX + column] = held[column]
+        return metrics, loss
 
     def save_state(self, path: Path, common: dict[str, Any]) -> None:
         save_state(path, common, self.model, self.optimizer, self.gen)
@@ -329,7 +345,12 @@ class KerasTrainer:
         return ""
 
     def summary(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
-        return {"train_items": self.n_train, "test_items": int(self.test_x.shape[0]), "environment": self.environment}
+        return {
+            "train_items": self.n_train,
+            "held_out_items": 0 if self.held is None else len(self.held[1]),
+            "test_items": int(self.test_x.shape[0]),
+            "environment": self.environment,
+        }
 
 
 def _environment(device: str) -> dict[str, Any]:

@@ -24,16 +24,17 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from dawnpipe.data.loader import load_split
+from dawnpipe.data.loader import held_out_size, held_out_split, load_split
 from dawnpipe.entries import config_hash
 from dawnpipe.models.torch_zoo import Normalizer, build_model
+from dawnpipe.runfiles import HELD_OUT_PREFIX
 from dawnpipe.tasks import get_task
 from dawnpipe.train import EntryError, loop, naming_the_model
 from dawnpipe.train import distributed as ddp
 from dawnpipe.train.data_source import device_images, draw_resized_crop, epoch_batches, image_stats, resized_crop
 from dawnpipe.train.distributed import SINGLE, Rank
 from dawnpipe.train.interruptions import StopRequest
-from dawnpipe.train.logbook import Logbook
+from dawnpipe.train.logbook import Logbook, held_out_columns
 from dawnpipe.train.outputs import Outputs
 from dawnpipe.train.schedule import lr_at, steps_per_epoch
 from dawnpipe.train.torch_base import TorchTrainer, autocast, build_optimizer, pick_device, seed_everything
@@ -143,7 +144,9 @@ def train(
         with StopRequest().active() as stop:
             trainer = ImageTrainer(settings, data_dir, rank=rank, gen=gen, device=device)
             task = trainer.task
-            logbook = Logbook(task.log_columns, task.metric_column, settings["threshold"], demo=settings["demo_threshold"])
+            logbook = Logbook(
+                task.log_columns, task.metric_column, settings["threshold"], demo=settings["demo_threshold"], extra_columns=held_out_columns(settings)
+            )
             return loop.run(trainer, settings, out, logbook, settings_hash=config_hash(settings), resume=resume, stop=stop)
     finally:
         ddp.shutdown(rank)
@@ -156,8 +159,13 @@ class ImageTrainer(TorchTrainer):
         entry, hp = settings["entry"], settings["entry"]["hyperparameters"]
         task = get_task(entry["task"])
         self.settings, self.hp, self.task = settings, hp, task
-        train_split = load_split(data_dir, "train", settings["train_limit"])
+        held = held_out_size(entry)
+        train_split = load_split(data_dir, "train", settings["train_limit"], held_out=held)
         test_split = load_split(data_dir, "test", settings["test_limit"])
+        self.held_x = self.held_y = None
+        if held:  # the training split's last items: never trained on, scored at every evaluation
+            held_split = held_out_split(data_dir, held)
+            self.held_x, self.held_y = device_images(held_split, device), torch.from_numpy(np.array(held_split.labels)).to(device)
         # in memory, or streamed from shards for ImageNet-sized sets (dawnpipe.train.data_source)
         self.train_x, self.train_y = device_images(train_split, device), torch.from_numpy(np.array(train_split.labels)).to(device)
         self.test_x, self.test_y = device_images(test_split, device), torch.from_numpy(np.array(test_split.labels)).to(device)
@@ -253,7 +261,12 @@ class ImageTrainer(TorchTrainer):
 
     def evaluate(self) -> tuple[dict[str, float], float]:
         ddp.sync_buffers(self.model, self.rank)
-        return evaluate(self.model, self.test_x, self.test_y, self.normalize, self.hp, self.device, self.task.log_columns, self.rank)
+        metrics, loss = evaluate(self.model, self.test_x, self.test_y, self.normalize, self.hp, self.device, self.task.log_columns, self.rank)
+        if self.held_x is not None:
+            column = self.task.metric_column
+            held, _ = evaluate(self.model, self.held_x, self.held_y, self.normalize, self.hp, self.device, (column,), self.rank)
+            metrics[HELD_OUT_PREFIX + column] = held[column]
+        return metrics, loss
 
     def summary(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
         from dawnpipe.runinfo import torch_environment
@@ -262,6 +275,7 @@ class ImageTrainer(TorchTrainer):
             "world_size": self.rank.world_size,
             "distributed": ddp.layout_record(ddp.Layout.of(self.settings["entry"]), self.rank),
             "train_items": int(self.n_train),
+            "held_out_items": 0 if self.held_y is None else int(self.held_y.shape[0]),
             "test_items": int(self.test_x.shape[0]),
             "environment": torch_environment(self.device),
         }
