@@ -136,6 +136,7 @@ def test_every_config_gives_a_valid_dvc_pipeline(tmp_path, config):
     plan = Plan(resolved)
     assert len([s for s in stages if s.name.startswith("train@")]) == len(plan.runs())
     outs = {PurePosixPath(str(o.def_path)) for s in stages for o in s.outs}
+    assert not [o for o in outs if "{" in str(o)], "every wildcard of an output filled in"
     # files the config names that a user (or a test: config/test-squad.yaml) provides
     provided = {PurePosixPath(p) for key in ("data_checksums", "data_sources") for p in resolved[key].values()}
     for stage in stages:

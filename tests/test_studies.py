@@ -120,6 +120,30 @@ def test_the_tiny_study_end_to_end(tmp_path):
     for run_json in (project / "results/runs").glob("*/seed*/run.json"):  # whole curves: every run went on past the threshold
         run = json.loads(run_json.read_text())
         assert run["settings"]["stop_at_threshold"] is False and run["result"]["epochs_run"] == 2
+    # the leaderboard links the study: its page, its claim and its fastest variant to the top rung
+    out = project / "results"
+    runs = [str(project / f"results/runs/{e}") for e in ("smoke-fastnet", "smoke-fastnet+batch=32", "smoke-fastnet+batch=128")]
+    run_cli(
+        "report",
+        "--runs",
+        *runs,
+        "--studies",
+        str(out / "studies/test-batch.json"),
+        "--json",
+        str(out / "lb.json"),
+        "--html",
+        str(out / "lb.html"),
+        "--table",
+        str(out / "runs.parquet"),
+        "--csv",
+        str(out / "runs.csv"),
+        check=True,
+    )
+    page = (out / "lb.html").read_text()
+    section = page[page.index('id="studies"') :]
+    section = section[: section.index("</table>")]
+    best = max(doc["variants"][1:], key=lambda v: v["speedup"]["70.0"])
+    assert 'href="studies/test-batch.html"' in section and f"{best['speedup']['70.0']:.2f}x" in section
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "config/studies").glob("*.yaml")), ids=lambda p: p.stem)

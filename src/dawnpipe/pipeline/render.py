@@ -20,7 +20,7 @@ from dawnpipe.pipeline.plan import Plan
 from dawnpipe.pipeline.stages import In, Job, Name, Out, Param, Stage, Threads
 
 STAGE_SCRIPT = "scripts/stage"  # runs `dawnpipe ARGS`, output to the terminal and the log (both tools)
-_NAME = re.compile(r"\{(task|entry|seed)\}")
+_NAME = re.compile(r"\{(task|entry|seed|study)\}")
 
 
 def fill(template: str, job: Job) -> str:

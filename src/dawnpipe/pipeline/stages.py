@@ -551,6 +551,7 @@ REPORT = Stage(
         "submissions": Input(_files_in_dirs("submission_dirs"), dvc=lambda plan, job: list(plan.config["submission_dirs"])),
         "mlperf": Input(_files_in_dirs("mlperf_dirs"), dvc=lambda plan, job: list(plan.config["mlperf_dirs"])),
         "audit_rules": Input(lambda plan, job: list(plan.config["audit_rules"])),
+        "studies": Input(lambda plan, job: [f"results/studies/{s}.json" for s in plan.studies]),  # linked from the page
     },
     outputs={
         "json": Output("results/leaderboard.json"),
@@ -568,6 +569,7 @@ REPORT = Stage(
         Param("submissions"),
         Param("mlperf"),
         Param("rules"),
+        Param("studies"),
         "--json",
         Out("json"),
         "--html",
@@ -584,8 +586,9 @@ REPORT = Stage(
         "submissions": lambda plan, job: ["--submissions", *plan.config["submission_dirs"]],
         "mlperf": lambda plan, job: ["--mlperf", *plan.config["mlperf_dirs"], "--mlperf-ruleset", plan.config["mlperf_ruleset"]],
         "rules": lambda plan, job: [w for p in plan.config["audit_rules"] for w in ("--rules", p)],
+        "studies": lambda plan, job: ["--studies", *(f"results/studies/{s}.json" for s in plan.studies)] if plan.studies else [],
     },
-    config_keys=("config.name", "config.submission_dirs", "config.mlperf_dirs", "config.mlperf_ruleset", "config.audit_rules"),
+    config_keys=("config.name", "config.submission_dirs", "config.mlperf_dirs", "config.mlperf_ruleset", "config.audit_rules", "config.studies"),
     needs=Needs(mem_mb=2000, runtime_min=10),
 )
 

@@ -78,6 +78,35 @@ def runs_table(runs: list[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(records)
 
 
+def study_links(paths: list[Path], html: Path) -> list[dict[str, Any]]:
+    """What the page says of each study: its name, claim, base, top rung, the
+    fastest variant there, and a link to its page (relative to the leaderboard's)."""
+    import os
+
+    from dawnpipe.fileio import read_json
+
+    links = []
+    for path in paths:
+        doc = read_json(path)
+        if not isinstance(doc, dict) or not isinstance(doc.get("variants"), list) or not doc.get("ladder"):
+            raise DawnpipeError(f"{path}: not a study result (no 'variants' or 'ladder'); written by 'dawnpipe study summarize'?")
+        top = str(doc["ladder"][-1])
+        ranked = [v for v in doc["variants"][1:] if (v.get("speedup") or {}).get(top)]
+        best = max(ranked, key=lambda v: v["speedup"][top], default=None)
+        links.append(
+            {
+                "study": doc.get("study", path.stem),
+                "claim": doc.get("claim", ""),
+                "base": doc.get("base", ""),
+                "variants": len(doc["variants"]),
+                "top": top,
+                "best": None if best is None else {"id": best["id"], "speedup": best["speedup"][top]},
+                "href": os.path.relpath(path.with_suffix(".html"), html.parent),
+            }
+        )
+    return links
+
+
 def configure(p) -> None:
     p.add_argument("--runs", nargs="+", required=True, type=Path, help="run directories (results/runs/<entry>/seed<k>), or directories holding them")
     p.add_argument("--stability", nargs="*", default=[], type=Path, help="stability JSON of each entry, or directories holding them")
@@ -91,6 +120,14 @@ def configure(p) -> None:
         help="DAWNBench v1 submission directories to audit and rank with the runs (config: submission_dirs)",
     )
     add_mlperf_arguments(p)
+    p.add_argument(
+        "--studies",
+        nargs="*",
+        default=[],
+        type=Path,
+        metavar="JSON",
+        help="study results (results/studies/<name>.json) linked from the page, each beside its .html",
+    )
     from dawnpipe.audit.rules import add_arguments
 
     add_arguments(p)  # --max-bytes, --rules (config: audit_rules): how the submissions are audited
@@ -109,7 +146,7 @@ def run(args) -> int:
     board["config"] = args.config_name
     board["frameworks"] = framework_comparison(runs)
     table = runs_table(runs)
-    html = render_html(board, runs, stability, config_name=args.config_name, audit=report)
+    html = render_html(board, runs, stability, config_name=args.config_name, audit=report, studies=study_links(args.studies, args.html))
     write_parquet(args.table, table)
     write_csv(args.csv, table)
     write_json(args.json, board)

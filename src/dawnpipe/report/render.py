@@ -59,6 +59,7 @@ def curves_by_task(runs: list[dict[str, Any]]) -> dict[str, Any]:
 # its template under templates/sections/ and one line here; the context is
 # the same for all (board, runs, stability, ...).
 SECTIONS = [
+    ("sections/studies.html.j2", lambda ctx: bool(ctx["studies"])),
     ("sections/excluded.html.j2", lambda ctx: bool(ctx["board"]["excluded"])),
     ("sections/audit.html.j2", lambda ctx: ctx["audit"] is not None),
     ("sections/stability.html.j2", lambda ctx: bool(ctx["stability"])),
@@ -72,8 +73,9 @@ SECTIONS = [
 ]
 
 
-def render_html(board: dict[str, Any], runs: list[dict[str, Any]], stability: list[dict[str, Any]], *, config_name: str, audit=None) -> str:
-    """``audit``: a ``dawnpipe.audit`` report of the submissions merged into ``board`` (None: no submissions)."""
+def render_html(board: dict[str, Any], runs: list[dict[str, Any]], stability: list[dict[str, Any]], *, config_name: str, audit=None, studies=()) -> str:
+    """``audit``: a ``dawnpipe.audit`` report of the submissions merged into ``board`` (None: no submissions);
+    ``studies``: the studies linked from the page (dawnpipe.report.build.study_links)."""
     # Every task's four official tables, empty or not (the twelve DAWNBench
     # tables plus Fashion-MNIST); demo-threshold tables only when they have rows.
     tasks: dict[str, Any] = {name: all_tasks()[name] for name in leaderboard_order()}
@@ -87,6 +89,7 @@ def render_html(board: dict[str, Any], runs: list[dict[str, Any]], stability: li
         tasks=tasks,
         runs=runs,
         stability=stability,
+        studies=list(studies),
         audit=None if audit is None else audit_view(audit),
         curves=curves_by_task(runs),
         config_name=config_name,
