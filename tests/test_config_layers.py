@@ -46,7 +46,7 @@ def test_a_per_task_table_is_replaced_whole_and_a_group_merged(tmp_path):
     (tmp_path / "official.yaml").write_text("thresholds: {}\ninference: {backends: [eager]}\n")
     v = resolve([tmp_path / "official.yaml"], root=ROOT).values
     assert v["thresholds"] == {}  # the official thresholds, not the default's demo 88%
-    assert v["inference"] == {"threads": 1, "warmup": 50, "backends": ["eager"]}
+    assert v["inference"] == {"threads": 1, "warmup": 50, "throughput_batches": [1, 8, 64, 256], "throughput_seconds": 1.0, "backends": ["eager"]}
 
 
 def test_layers_apply_in_order_and_overrides_last(tmp_path):
@@ -60,7 +60,7 @@ def test_layers_apply_in_order_and_overrides_last(tmp_path):
     "text, message",
     [
         ("seedz: [0]\n", "field '(top level)': unknown key 'seedz'"),
-        ("inference: {warmpu: 3}\n", "field 'inference': unknown key 'warmpu' (known: threads, warmup, backends)"),
+        ("inference: {warmpu: 3}\n", "field 'inference': unknown key 'warmpu' (known: threads, warmup, throughput_batches, throughput_seconds, backends)"),
         ("train_limit: true\n", "field 'train_limit': expected a whole number or null, got bool True"),
         ("seeds: [0, 0.5]\n", "field 'seeds.1': expected a whole number, got float 0.5"),
         ("thresholds: {fashion-mnist: .nan}\n", "field 'thresholds.fashion-mnist': not a finite number (NaN or infinity)"),
@@ -102,7 +102,7 @@ def test_snakemake_stops_before_any_job_with_one_line_naming_the_file(tmp_path):
     (proj / "config/typo.yaml").write_text("inference: {warmpu: 3}\n")
     proc = run_snakemake(proj, "-n", "results/leaderboard.html", "--configfile", "config/typo.yaml", check=False)
     assert proc.returncode == 1
-    assert "config/typo.yaml: field 'inference': unknown key 'warmpu' (known: threads, warmup, backends)" in proc.stderr
+    assert "config/typo.yaml: field 'inference': unknown key 'warmpu' (known: threads, warmup, throughput_batches, throughput_seconds, backends)" in proc.stderr
     assert "Traceback" not in proc.stderr and "Job stats" not in proc.stdout
 
 

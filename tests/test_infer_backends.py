@@ -70,6 +70,30 @@ def test_backend_round_trip_equals_checkpoint(name, checkpoint):
         assert isinstance(ids, list) and len(set(ids)) == 5 and ids[0] == predictor.predict(item)
 
 
+def clear_items(checkpoint: Path) -> np.ndarray:
+    """Items whose two best checkpoint logits are far apart (no near-tie that
+    another order of floating-point operations could flip)."""
+    reference = tm.reference_logits(tm.load_checkpoint(checkpoint), CHECK_ITEMS)
+    top2 = np.sort(reference, axis=1)[:, -2:]
+    return (top2[:, 1] - top2[:, 0]) > 2 * (ATOL + RTOL * np.abs(top2[:, 1]))
+
+
+@pytest.mark.parametrize("name", FAST)
+def test_backend_answers_a_batch_as_it_answers_one_item_at_a_time(name, checkpoint):
+    """Throughput is measured on predict_batch: it must be the same answers,
+    only batched (a batch axis exported dynamically, top-k per row)."""
+    predictor = prepare(name, checkpoint)
+    single = np.array([predictor.predict(x) for x in CHECK_ITEMS])
+    clear = clear_items(checkpoint)
+    for size in (1, 8, 64, len(CHECK_ITEMS)):
+        batched = np.concatenate([predictor.predict_batch(CHECK_ITEMS[i : i + size]) for i in range(0, len(CHECK_ITEMS), size)])
+        assert batched.shape == single.shape
+        assert (batched[clear] == single[clear]).all(), f"batch of {size}"
+    top5 = prepare(name, checkpoint, topk=5)
+    rows = top5.predict_batch(CHECK_ITEMS[:8])
+    assert [row[0] for row in rows] == [top5.predict(x)[0] for x in CHECK_ITEMS[:8]] and all(len(set(r)) == 5 for r in rows)
+
+
 @pytest.mark.slow
 def test_compile_backend_round_trip_equals_checkpoint(tmp_path):
     """torch.compile (TorchInductor) on this CPU: minutes of compiling on 2 cores."""

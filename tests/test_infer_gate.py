@@ -45,6 +45,8 @@ def infer(tiny, backend: str, threshold: float, extra: tuple[str, ...] = ()):
         str(out / "latency" / f"{backend}.parquet"),
         "--warmup",
         "7",
+        "--throughput-seconds",
+        "0.05",
         *extra,
     )
     return proc, out / "latency" / f"{backend}.json"
@@ -94,6 +96,21 @@ def test_result_at_threshold_is_ranked_with_its_facts(tiny):
     # what a DAWNBench v1 inference submission needs
     for field in ("model", "framework", "framework_version", "hardware", "cpu_model", "measured", "accuracy", "latency_mean_ms"):
         assert r[field] not in (None, ""), field
+    # throughput beside latency: items/s at each batch size, from how many items in how long
+    assert list(r["throughput_items_per_second"]) == ["1", "8", "64", "256"]
+    for b, per_second in r["throughput_items_per_second"].items():
+        d = r["throughput"][b]
+        assert per_second == pytest.approx(d["items"] / d["seconds"]) and d["items"] == d["batches"] * int(b) and d["seconds"] >= 0.05
+        assert 0 <= d["answers_differing"] <= min(int(b), ITEMS)
+    assert "eager throughput: batch 1: " in proc.stdout and "batch 256: " in proc.stdout
+
+
+def test_throughput_can_be_left_out_or_narrowed(tiny):
+    accuracy = reference_accuracy(tiny)
+    r = json.loads(infer(tiny, "onnxruntime", accuracy, ("--throughput-batches",))[1].read_text())
+    assert "throughput_items_per_second" not in r and r["latency_mean_ms"] > 0
+    r = json.loads(infer(tiny, "onnxruntime", accuracy, ("--throughput-batches", "3", "3"))[1].read_text())
+    assert list(r["throughput_items_per_second"]) == ["3"]
 
 
 def test_report_ranks_passing_results_and_excludes_the_rest_with_their_accuracy(tiny):
@@ -148,6 +165,8 @@ def test_bad_input_is_a_message_not_a_traceback(tiny, tmp_path):
     assert proc.returncode == 1 and "unknown inference backend 'tensorrt'" in proc.stderr
     proc = run_cli("infer", "--threads", "0", "--checkpoint", str(tiny["checkpoint"]), *common)
     assert proc.returncode == 2 and "--threads must be at least 1" in proc.stderr
+    proc = run_cli("infer", "--throughput-batches", "8", "0", "--checkpoint", str(tiny["checkpoint"]), *common)
+    assert proc.returncode == 2 and "--throughput-batches must be at least 1, not 0" in proc.stderr
     assert not (tmp_path / "o.json").exists() and not (tmp_path / "o.parquet").exists()
 
 
@@ -178,6 +197,8 @@ def test_several_backends_in_one_job_skip_what_is_not_for_the_run(tiny):
         str(out / "latency.parquet"),
         "--warmup",
         "2",
+        "--throughput-seconds",
+        "0.05",
     )
     assert proc.returncode == 0, proc.stderr
     assert "skipping tf-function: not for pytorch checkpoints with image items" in proc.stdout
@@ -248,6 +269,8 @@ def test_one_failing_backend_is_named_and_the_others_are_still_measured(tiny):
         str(ROOT / "config/prices.yaml"),
         "--warmup",
         "2",
+        "--throughput-seconds",
+        "0.05",
     ]
     proc = run_cli(
         "infer",
@@ -312,6 +335,8 @@ def test_each_backend_result_exports_as_a_v1_inference_submission_that_passes_th
         str(d / "latency.parquet"),
         "--warmup",
         "2",
+        "--throughput-seconds",
+        "0.05",
     )
     assert proc.returncode == 0, proc.stderr
     out = tmp_path / "submissions"

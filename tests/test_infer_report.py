@@ -17,6 +17,7 @@ from dawnpipe.infer.items import KINDS, InferenceSet
 from dawnpipe.infer.predictor import Predictor
 from dawnpipe.infer.result import latency_record
 from dawnpipe.infer.summary import headline
+from dawnpipe.infer.throughput import measure_throughput
 from dawnpipe.infer.timing import time_items
 from dawnpipe.report.render import render_html
 from dawnpipe.report.rows import objective_rows
@@ -60,6 +61,15 @@ def result(tmp_path, entry: str, seed: int, backend: str, cost_ms: float, accura
         "official_threshold": 93.0,
         "demo_threshold": demo,
     }
+
+    def predict_batch(batch):  # 1 ms a batch + 0.1 ms an item; batches of 8 and more answer item 0 wrongly
+        clock[0] += (1.0 + 0.1 * len(batch)) / 1000
+        return [int(answers[i]) if (i or len(batch) < 8) else -1 for i in batch]
+
+    # batch sizes out of order on purpose: the page lists the smallest first
+    throughput = measure_throughput(
+        predict_batch, list(range(n)), single_answers=times.answers, batch_sizes=(64, 8, 1, 256), min_seconds=0.01, clock=lambda: clock[0]
+    )
     task, kind = get_task("fashion-mnist"), KINDS["image"]
     scored = kind.score(task, times.answers, InferenceSet(items=list(range(n)), truth=labels, data=tmp_path))
     record, per_item = latency_record(
@@ -73,6 +83,7 @@ def result(tmp_path, entry: str, seed: int, backend: str, cost_ms: float, accura
         checkpoint=tmp_path / "model.pt",
         cpu_model="test cpu",
         measured="2026-01-01T00:00:00+00:00",
+        throughput=throughput if backend == "onnxruntime" else None,
     )
     path = tmp_path / f"{entry}-{seed}-{backend}.parquet"
     write_parquet(path, per_item)
@@ -134,6 +145,18 @@ def test_latency_tables_show_backend_and_threads(page):
     # below the threshold: not ranked, listed with its accuracy
     assert [e["source"] for e in board["excluded"]] == [f"runs/{EVIL}/seed0"]
     assert "89.00% with backend onnxruntime-int8" in board["excluded"][0]["reason"]
+
+
+def test_throughput_is_shown_beside_latency_smallest_batch_first(page):
+    runs, board, html = page
+    section = html[html.index('id="inference"') :]
+    cells = re.findall(r'<td class="num">([^<]*<span class="muted">@\d+</span>.*?)</td>', section)
+    assert len(cells) == 1  # one result measured it; the others say "not measured"
+    assert re.findall(r"@(\d+)", cells[0]) == ["1", "8", "64", "256"]
+    for b in (1, 8, 64, 256):
+        assert f'{b / (1.0 + 0.1 * b) * 1000:,.0f} <span class="muted">@{b}</span>' in cells[0]
+    assert cells[0].count("1 answers differ from one at a time") == 3  # batches of 8, 64, 256
+    assert section.count("not measured") == 3
 
 
 def test_page_has_a_distribution_per_result_and_a_scatter_per_task(page):

@@ -102,9 +102,18 @@ def test_inference_one_question_at_a_time_agrees_with_training_and_squad_eval(tr
         "1",
         "--warmup",
         "3",
+        "--throughput-batches",
+        "1",
+        "8",
+        "64",
+        "--throughput-seconds",
+        "0.1",
         check=True,
     )
     latency = json.loads(out.read_text())
+    # questions answered a batch at a time (padded): throughput, and whether padding changed any answer
+    assert list(latency["throughput_items_per_second"]) == ["1", "8", "64"] and latency["throughput"]["1"]["answers_differing"] == 0
+    assert all(0 <= d["answers_differing"] <= 48 for d in latency["throughput"].values())
     ckpt_f1 = pd.read_csv(run / "train.tsv", sep="\t")["f1Score"].iloc[-1]
     # from raw text (tokenised per question) the model answers exactly as in its training-time evaluation
     assert latency["accuracy"] == pytest.approx(ckpt_f1, abs=1e-9)

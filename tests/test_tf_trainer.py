@@ -188,6 +188,8 @@ def tf_infer(tf_run, work) -> tuple[subprocess.CompletedProcess, dict]:
         "5",
         "--limit",
         "200",
+        "--throughput-seconds",
+        "0.1",
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc, loaded
@@ -204,6 +206,8 @@ def test_tf_checkpoint_is_the_first_epoch_at_the_threshold(tf_run, tf_infer):
     tsv = read_run_tsv(out / "train.tsv", get_task("fashion-mnist"))
     assert latency["accuracy"] == pytest.approx(float(tsv["top1Accuracy"].iloc[0]))
     assert (latency["backend"], latency["threads"], latency["items"]) == ("tf-function", 1, 200)
+    assert list(latency["throughput_items_per_second"]) == ["1", "8", "64", "256"]
+    assert all(latency["throughput"][b]["answers_differing"] <= 4 for b in ("1", "8", "64", "256"))  # a trained model: near-ties are rare
     assert tf_infer[1]["torch"] is False
 
 
@@ -219,6 +223,9 @@ def test_tf_predictor_answers_top_k_best_first(tf_run, work):
     for item in items:
         best = top3.predict(item)
         assert len(set(best)) == 3 and best[0] == top1.predict(item)
+    # the batch graph (throughput): the same answers, a batch at a time
+    assert top1.predict_batch(items) == [top1.predict(item) for item in items]
+    assert [row[0] for row in top3.predict_batch(items[:8])] == [top3.predict(item)[0] for item in items[:8]]
 
 
 def test_tf_jobs_need_nothing_outside_envs_train_tf(tf_run, tf_infer):

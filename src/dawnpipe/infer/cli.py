@@ -64,6 +64,7 @@ from dawnpipe.infer.backends import Backend, backends_for, default_backend, get_
 from dawnpipe.infer.items import item_kind
 from dawnpipe.infer.result import latency_record
 from dawnpipe.infer.summary import write_headline
+from dawnpipe.infer.throughput import BATCH_SIZES, MIN_SECONDS, measure_throughput
 from dawnpipe.infer.timing import time_items
 from dawnpipe.prices import load_prices, price_per_hour
 from dawnpipe.runfiles import read_run_info
@@ -89,6 +90,15 @@ def configure(p) -> None:
     p.add_argument("--out-dir", type=Path, help="output: <backend>.json and <backend>.parquet of each backend (several backends)")
     p.add_argument("--threads", type=int, default=1, help="CPU threads of the framework while answering (recorded; default 1)")
     p.add_argument("--warmup", type=int, default=50, help="untimed warm-up items before timing (reported; default 50)")
+    p.add_argument(
+        "--throughput-batches",
+        type=int,
+        nargs="*",
+        default=list(BATCH_SIZES),
+        metavar="N",
+        help=f"batch sizes whose throughput (items/s) is measured after the latency (default {' '.join(map(str, BATCH_SIZES))}; none: skip)",
+    )
+    p.add_argument("--throughput-seconds", type=seconds, default=MIN_SECONDS, help=f"timed seconds per batch size, at least (default {MIN_SECONDS:g})")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto", help="where to answer (auto: CUDA when present)")
     p.add_argument("--limit", type=optional_int, help="answer only the first N items (demo/test configs; null = all)")
     p.add_argument(
@@ -105,6 +115,8 @@ def run(args) -> int:
         raise UsageError(f"--threads must be at least 1, not {args.threads}")
     if args.warmup < 0:
         raise UsageError(f"--warmup must be non-negative, not {args.warmup}")
+    if any(b < 1 for b in args.throughput_batches):
+        raise UsageError(f"--throughput-batches must be at least 1, not {min(args.throughput_batches)}")
     if args.out_dir is None and (args.out is None or args.items_parquet is None):
         raise UsageError("give --out and --items-parquet (one backend), or --out-dir (several)")
     if args.out_dir is None and args.backends and len(args.backends) > 1:
@@ -210,6 +222,18 @@ def measure(backend: Backend, args, run_info: dict[str, Any], task, kind, infere
         times = time_items(
             predictor.predict, inference.items, warmup=args.warmup, sync=predictor.sync, desc=f"infer {run_info['entry']} s{run_info['seed']} {backend.name}"
         )
+    # after the latency and outside its hardware samples: described beside it, never ranked
+    throughput = {}
+    if args.throughput_batches and predictor.predict_batch is not None:
+        throughput = measure_throughput(
+            predictor.predict_batch,
+            inference.items,
+            single_answers=times.answers,
+            batch_sizes=sorted(set(args.throughput_batches)),
+            min_seconds=args.throughput_seconds,
+            sync=predictor.sync,
+            desc=f"throughput {run_info['entry']} s{run_info['seed']} {backend.name}",
+        )
     scored = kind.score(task, times.answers, inference)
     record, per_item = latency_record(
         run_info=run_info,
@@ -222,6 +246,7 @@ def measure(backend: Backend, args, run_info: dict[str, Any], task, kind, infere
         checkpoint=args.checkpoint,
         cpu_model=cpu_model(),
         measured=now_iso(),
+        throughput=throughput,
     )
     cost = record["cost_per_10k_usd"]
     print(
@@ -235,4 +260,15 @@ def measure(backend: Backend, args, run_info: dict[str, Any], task, kind, infere
         + threshold_label(run_info),
         flush=True,
     )
+    if throughput:
+        print(
+            f"infer: {record['entry']} seed {record['seed']} {backend.name} throughput: "
+            + ", ".join(f"batch {b}: {v:,.0f} items/s" for b, v in throughput["throughput_items_per_second"].items())
+            + "".join(
+                f"; batch {b} answers {d['answers_differing']} items differently from one at a time"
+                for b, d in throughput["throughput"].items()
+                if d["answers_differing"]
+            ),
+            flush=True,
+        )
     return record, per_item

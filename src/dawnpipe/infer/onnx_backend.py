@@ -39,6 +39,7 @@ def export_onnx(module, example_item: np.ndarray, path: Path) -> None:
             opset_version=OPSET,
             input_names=["item"],
             output_names=["logits"],
+            dynamic_axes={"item": {0: "batch"}, "logits": {0: "batch"}},  # one item timed for latency, batches for throughput
             do_constant_folding=True,
         )
 
@@ -66,7 +67,7 @@ def open_session(path: Path, *, threads: int, device: str):
 def session_fns(session, topk: int = 1) -> tuple[Callable[[np.ndarray], np.ndarray], Callable[[np.ndarray], int | list[int]]]:
     """(logits of one item, its class id or ``topk`` best ids, best first);
     outputs come back as numpy arrays on the host, so an answer is complete
-    when run() returns."""
+    when run() returns. ``batch_fn`` answers a batch."""
     run = session.run
 
     def logits(item: np.ndarray) -> np.ndarray:
@@ -79,6 +80,19 @@ def session_fns(session, topk: int = 1) -> tuple[Callable[[np.ndarray], np.ndarr
         return np.argsort(-run(None, {"item": item[None]})[0][0], kind="stable")[:topk].tolist()
 
     return logits, (predict if topk == 1 else predict_topk)
+
+
+def batch_fn(session, topk: int = 1) -> Callable[[np.ndarray], list]:
+    """items (a stacked batch, as stored) -> their class ids, or ``topk`` best ids each."""
+    run = session.run
+
+    def predict_batch(items: np.ndarray) -> list:
+        scores = run(None, {"item": items})[0]
+        if topk == 1:
+            return scores.argmax(1).tolist()
+        return np.argsort(-scores, axis=1, kind="stable")[:, :topk].tolist()
+
+    return predict_batch
 
 
 def session_device(session) -> str:
@@ -109,6 +123,7 @@ def prepare(checkpoint: Path, *, device: str, threads: int, check_items: np.ndar
     return Predictor(
         backend="onnxruntime",
         predict=predict,
+        predict_batch=batch_fn(session, topk),
         device=session_device(session),
         threads=threads,
         precision="fp32",

@@ -83,6 +83,7 @@ def prepare(checkpoint: Path, *, device: str, threads: int, check_items: np.ndar
     return Predictor(
         backend="onnxruntime-int8",
         predict=predict,
+        predict_batch=ob.batch_fn(session, topk),
         device=ob.session_device(session),
         threads=threads,
         precision="int8",

@@ -47,6 +47,9 @@ class Predictor:
     # it is the first epoch at the threshold (else the last epoch of a DNC run).
     checkpoint: dict[str, Any] = field(default_factory=dict)
     notes: dict[str, Any] = field(default_factory=dict)  # backend facts for the record (folded batch norms, ...)
+    # A batch of items (a stacked array of images, a list of questions) -> their
+    # answers, in order: what throughput is measured with (dawnpipe.infer.throughput).
+    predict_batch: Callable[[Any], list[Any]] | None = None
 
 
 def compare_outputs(reference: np.ndarray, candidate: np.ndarray, *, backend: str) -> dict[str, Any]:

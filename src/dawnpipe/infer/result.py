@@ -37,6 +37,7 @@ def latency_record(
     checkpoint: Path,
     cpu_model: str,
     measured: str,
+    throughput: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Any], pd.DataFrame]:
     """The result record (latency/<backend>.json) and the per-item table (latency/<backend>.parquet)."""
     accuracy = scored.value
@@ -89,6 +90,7 @@ def latency_record(
         "export_check": predictor.export_check,
         "backend_notes": predictor.notes,
         "measured": measured,
+        **(throughput or {}),  # throughput_items_per_second and how (dawnpipe.infer.throughput)
     }
     scalars = {k: v for k, v in record.items() if not isinstance(v, (dict, list))}
     validate(LatencyResult, pd.DataFrame([scalars]), f"latency of {checkpoint} with backend {predictor.backend}")

@@ -32,8 +32,8 @@ from dawnpipe.models.squad_reader import best_spans, build_reader
 from dawnpipe.squad.text import TOKENIZER, Vocabulary, encode, pad_batch
 
 
-def reader_predictor(ckpt: dict[str, Any], device: torch.device) -> Callable[[str, str], str]:
-    """A function (question, paragraph) -> answer text."""
+def reader_predictor(ckpt: dict[str, Any], device: torch.device) -> tuple[Callable[[str, str], str], Callable[[list], list[str]]]:
+    """(a function (question, paragraph) -> answer text, a function [(question, paragraph), ...] -> their answers)."""
     if ckpt.get("tokenizer") != TOKENIZER:
         raise DawnpipeError(f"checkpoint tokenised with {ckpt.get('tokenizer')!r}, this dawnpipe uses {TOKENIZER!r}")
     vocab = Vocabulary(tuple(ckpt["vocab_words"]), tuple(ckpt["vocab_chars"]))
@@ -56,7 +56,23 @@ def reader_predictor(ckpt: dict[str, Any], device: torch.device) -> Callable[[st
         spans = example["c_spans"]
         return context[spans[first, 0] : spans[last, 1]]
 
-    return predict
+    @torch.inference_mode()
+    def predict_batch(items: list) -> list[str]:
+        examples = [encode(vocab, question, context) for question, context in items]
+        answers = [""] * len(items)
+        kept = [i for i, e in enumerate(examples) if len(e["c_words"])]
+        if not kept:
+            return answers
+        t = {k: torch.from_numpy(v).to(device) for k, v in pad_batch([examples[i] for i in kept]).items()}
+        with torch.autocast(device.type, dtype=dtype, enabled=amp):
+            start, end = model(t["c_words"], t["c_chars"], t["c_feat"], t["c_mask"], t["q_words"], t["q_chars"], t["q_mask"])
+        firsts, lasts = (x.tolist() for x in best_spans(start, end, max_tokens))
+        for i, first, last in zip(kept, firsts, lasts):
+            spans, context = examples[i]["c_spans"], items[i][1]
+            answers[i] = context[spans[first, 0] : spans[last, 1]]
+        return answers
+
+    return predict, predict_batch
 
 
 def prepare(checkpoint: Path, *, device: str, threads: int, check_items: list | None = None) -> Predictor:
@@ -69,10 +85,11 @@ def prepare(checkpoint: Path, *, device: str, threads: int, check_items: list | 
     notes: dict[str, Any] = {}
     with stopwatch(notes, "prepare_seconds"):
         ckpt = load_checkpoint(checkpoint)
-        answer = reader_predictor(ckpt, dev)
+        answer, answer_batch = reader_predictor(ckpt, dev)
     return Predictor(
         backend="eager",
         predict=lambda item: answer(*item),
+        predict_batch=answer_batch,
         device=str(dev),
         threads=used,
         precision=ckpt["precision"],

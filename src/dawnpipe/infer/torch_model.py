@@ -190,6 +190,19 @@ def as_predict_fn(module: Callable[[torch.Tensor], torch.Tensor], device: torch.
     return predict if topk == 1 else predict_topk
 
 
+def as_batch_fn(module: Callable[[torch.Tensor], torch.Tensor], device: torch.device, topk: int = 1) -> Callable[[np.ndarray], list]:
+    """items (N x H x W (x C), uint8) -> their class ids, or their ``topk`` best ids each."""
+
+    @torch.inference_mode()
+    def predict_batch(items: np.ndarray) -> list:
+        scores = module(torch.from_numpy(items).to(device))
+        if topk == 1:
+            return scores.argmax(1).tolist()  # .tolist() copies to the host, waiting for the device
+        return scores.topk(min(topk, scores.shape[1]), dim=1).indices.tolist()
+
+    return predict_batch
+
+
 def check_against_checkpoint(ckpt: dict[str, Any], logits_fn: Callable[[np.ndarray], np.ndarray], items: np.ndarray, backend: str) -> dict[str, Any]:
     """Logits of ``logits_fn`` (one item at a time, as timed) against the checkpoint's."""
     from dawnpipe.infer.predictor import check_outputs
@@ -235,6 +248,7 @@ def prepare_torch(
     return Predictor(
         backend=backend,
         predict=as_predict_fn(module, device, topk),
+        predict_batch=as_batch_fn(module, device, topk),
         device=str(device),
         threads=threads,
         precision="fp32",

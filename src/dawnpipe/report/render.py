@@ -28,9 +28,14 @@ def _env() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(hours=format_hours, usd=format_usd, ms=format_ms)
+    env.filters.update(hours=format_hours, usd=format_usd, ms=format_ms, by_batch_size=by_batch_size)
     env.globals.update(latency_distribution=latency_distribution, latency_against_training=latency_against_training)
     return env
+
+
+def by_batch_size(per_size: dict[str, Any]) -> list[tuple[str, Any]]:
+    """(batch size, value) pairs of a ``{"1": .., "8": ..}`` mapping, smallest batch first."""
+    return sorted(per_size.items(), key=lambda kv: int(kv[0]))
 
 
 def curves_by_task(runs: list[dict[str, Any]]) -> dict[str, Any]:
