@@ -1,0 +1,168 @@
+"""Time to accuracy of the fast Fashion-MNIST entry against the DAWNBench seed
+recipe (ResNet-20), on the same machine in one run (issue 19).
+
+    python bench/tta.py                       # 5 seeds of each, 93%, all the data
+    python bench/tta.py --seeds 3 --data data/prepared/fashion-mnist --out-dir results/bench-tta
+
+Seeds 0..N-1 of both entries, alternating between the two (seed 0: fast entry
+first; seed 1: seed recipe first; ...), so that slow changes in the load of
+the machine hit both alike. Each run is the train stage itself
+(`python -m dawnpipe train`, stopping at the threshold, its per-epoch lines
+on the terminal) and its time to accuracy is what the pipeline's extract
+stage computes from its log (SPEC.md: training time to the first epoch at
+the threshold, evaluation excluded); median and coefficient of variation are
+those of the stability stage. A run that does not reach the threshold is
+named and left out of its entry's median (and the median is flagged).
+
+Prints every seed's time, then each entry's median, coefficient of variation
+and reached runs, and as its last line
+`fast entry speed-up over the seed recipe: <median of the seed recipe / median of the fast entry>x`.
+Exit status 0, or 1 when either entry has no run at the threshold (the last
+line then says which).
+
+Prepared data: `snakemake --cores all data/prepared/fashion-mnist` (or
+`make leaderboard`, which prepares it first). The runs are kept in --out-dir
+(default: a temporary directory, removed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from dawnpipe.display import format_hours, terminal_safe  # noqa: E402
+from dawnpipe.extract import extract  # noqa: E402
+from dawnpipe.stability import stability  # noqa: E402
+
+FAST = ROOT / "config/entries/fastnet.yaml"
+SEED_RECIPE = ROOT / "config/entries/resnet20-dawn.yaml"
+
+
+def train(entry: Path, seed: int, args, out: Path) -> dict:
+    """One run of ``entry`` with ``seed`` to the threshold; its time-to-accuracy record."""
+    run = out / entry.stem / f"seed{seed}"
+    command = [
+        sys.executable,
+        "-m",
+        "dawnpipe",
+        "train",
+        "--entry",
+        str(entry),
+        "--seed",
+        str(seed),
+        "--data",
+        str(args.data),
+        "--tsv",
+        str(run / "train.tsv"),
+        "--log-parquet",
+        str(run / "train.parquet"),
+        "--checkpoint",
+        str(run / "model.pt"),
+        "--run-json",
+        str(run / "run.json"),
+        "--threshold",
+        f"{args.threshold:g}",
+        "--stop-at-threshold",
+        "true",
+        "--no-resume",
+        "--telemetry-interval",
+        "0",
+    ]
+    for flag, value in (("--train-limit", args.train_limit), ("--test-limit", args.test_limit), ("--threads", args.threads)):
+        if value is not None:
+            command += [flag, str(value)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    done = subprocess.run(command, env=env)
+    if done.returncode != 0:
+        raise SystemExit(f"bench/tta.py: training {entry.stem} seed {seed} failed (exit {done.returncode}); its output is above")
+    return extract(run / "train.tsv", run / "train.parquet", run / "run.json", ROOT / "config/prices.yaml")
+
+
+def order(seed: int, fast: Path, seed_recipe: Path) -> list[Path]:
+    """Which entry trains first for ``seed``: alternating, the fast entry first at seed 0."""
+    return [fast, seed_recipe] if seed % 2 == 0 else [seed_recipe, fast]
+
+
+def seconds(record: dict) -> float | None:
+    hours = record["time_to_accuracy_hours"]
+    return None if hours is None else hours * 3600.0
+
+
+def summary_line(s: dict) -> str:
+    """One line of the stability stage's summary of an entry's runs."""
+    median = s["tta_median_hours"]
+    parts = [f"median {format_hours(median)} ({median * 3600:.1f} s)" if median is not None else "no median"]
+    if s["tta_cov"] is not None:
+        parts.append(f"coefficient of variation {100 * s['tta_cov']:.1f}%")
+    parts.append(f"{s['reached_runs']} of {s['runs']} seeds reached the threshold")
+    return f"{s['entry']}: " + ", ".join(parts)
+
+
+def speedup_line(fast: dict, slow: dict) -> tuple[str, bool]:
+    """The last line: the ratio of the medians (seed recipe over fast entry), or why there is none."""
+    missing = [s["entry"] for s in (fast, slow) if s["tta_median_hours"] is None]
+    if missing:
+        return f"fast entry speed-up over the seed recipe: none ({' and '.join(missing)} reached the threshold in no seed)", False
+    ratio = slow["tta_median_hours"] / fast["tta_median_hours"]
+    partial = [s["entry"] for s in (fast, slow) if s["reached_runs"] < s["runs"]]
+    flag = f" (medians of the seeds at the threshold only: {', '.join(partial)} missed it in some)" if partial else ""
+    return f"fast entry speed-up over the seed recipe: {ratio:.2f}x{flag}", True
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1 of each entry (default 5)")
+    p.add_argument("--fast", type=Path, default=FAST, help="the fast entry (default config/entries/fastnet.yaml)")
+    p.add_argument("--seed-recipe", type=Path, default=SEED_RECIPE, help="the seed recipe (default config/entries/resnet20-dawn.yaml)")
+    p.add_argument("--data", type=Path, default=ROOT / "data/prepared/fashion-mnist", help="prepared Fashion-MNIST")
+    p.add_argument("--threshold", type=float, default=93.0, help="top-1 accuracy to reach, percent (default the official 93)")
+    p.add_argument("--train-limit", type=int, help="first N training images only (tests; default all)")
+    p.add_argument("--test-limit", type=int, help="first N test images only (tests; default all)")
+    p.add_argument("--threads", type=int, help="framework threads per run (default the framework's own choice)")
+    p.add_argument("--out-dir", type=Path, help="keep the runs here (default: a temporary directory)")
+    args = p.parse_args(argv)
+    if args.seeds < 1:
+        p.error(f"--seeds must be at least 1, not {args.seeds}")
+    if args.fast.stem == args.seed_recipe.stem:
+        p.error(f"--fast and --seed-recipe are both {args.fast.stem}")
+    with tempfile.TemporaryDirectory(prefix="dawnpipe-bench-tta-") as tmp:
+        out = args.out_dir or Path(tmp)
+        records: dict[str, list[dict]] = {args.fast.stem: [], args.seed_recipe.stem: []}
+        for seed in range(args.seeds):
+            times = {}
+            for entry in order(seed, args.fast, args.seed_recipe):
+                record = train(entry, seed, args, out)
+                records[entry.stem].append(record)
+                times[entry.stem] = seconds(record)
+            print(
+                terminal_safe(f"seed {seed}: ")
+                + terminal_safe(
+                    ", ".join(
+                        f"{name} {t:.1f} s ({records[name][-1]['epochs_to_accuracy']:g} epochs)"
+                        if t is not None
+                        else f"{name} did not reach {args.threshold:g}%"
+                        for name, t in times.items()
+                    )
+                ),
+                flush=True,
+            )
+    print(f"\nevery seed's time to {args.threshold:g}% (training clock, evaluation excluded), then the medians:")
+    for name, recs in records.items():
+        print(terminal_safe(f"{name}: " + ", ".join(f"seed {r['seed']} {seconds(r):.1f} s" if r["reached"] else f"seed {r['seed']} -" for r in recs)))
+    fast, slow = (stability(name, records[name]) for name in (args.fast.stem, args.seed_recipe.stem))
+    for s in (fast, slow):
+        print(terminal_safe(summary_line(s)))
+    line, ok = speedup_line(fast, slow)
+    print(terminal_safe(line))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
