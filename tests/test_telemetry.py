@@ -350,6 +350,25 @@ def test_cpu_probe_for_real():
     json.dumps(p, allow_nan=False)  # goes into run.json as it is
 
 
+def test_each_precision_has_its_own_measured_peak_and_no_other_stands_in():
+    """A bf16 run is compared with the bf16 matrix-multiply peak, int8 with int8's, each measured on a tiny matrix."""
+    import torch  # noqa: F401
+
+    p = probe_cpu("pytorch", ("fp32", "bf16", "int8"), size=128, seconds=0.05, copy_mb=8)
+    assert p["fp32_tflops"] > 0 and p["int8_tflops"] > 0 and "torch._int_mm" in p["method"]
+    assert p["bf16_tflops"] is None or p["bf16_tflops"] > 0  # a CPU build without bf16 matmul records none
+    env = {"device": "cpu", "cpu_model": "Test CPU"}
+    for precision in ("fp32", "int8"):
+        peak = device_peak(env, {"cpu_peak": p}, precision)
+        assert (peak["precision"], peak["compute_tflops"], peak["method"]) == (precision, p[f"{precision}_tflops"], p["method"])
+    only_fp32 = probe_cpu("pytorch", ("fp32",), size=64, seconds=0.01, copy_mb=1)
+    peak = device_peak(env, {"cpu_peak": only_fp32}, "bf16")
+    assert peak["precision"] == "bf16" and peak["compute_tflops"] is None  # not fp32's peak in its place
+    assert "no bf16 rate in the probe" in peak["source"]
+    gpu = device_peak({"device": "cuda:0", "gpus": ["Tesla T4"]}, None, "fp16")
+    assert (gpu["precision"], gpu["method"]) == ("fp16", "datasheet")
+
+
 def test_nan_free_summary_for_run_json(tmp_path):
     with sampling(tmp_path / "t.parquet", 0.05, powercap=tmp_path / "none", nvml=NvmlStandIn([])) as s:
         pass

@@ -20,7 +20,10 @@ from typing import Any
 
 import yaml
 
-PRECISIONS = ("fp32", "bf16", "fp16")
+# The arithmetic a run or a backend uses; each is compared with the peak of
+# the same arithmetic (int8: tera integer multiply-adds x 2 per second, kept
+# under the same ``<precision>_tflops`` key).
+PRECISIONS = ("fp32", "bf16", "fp16", "int8")
 
 
 @functools.cache
@@ -69,23 +72,27 @@ def probe_cpu(framework: str, precisions: tuple[str, ...] = ("fp32",), *, size: 
 
         threads = torch.get_num_threads()
         for p in precisions:
-            dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[p]
-            a, b = torch.randn(size, size).to(dtype), torch.randn(size, size).to(dtype)
-            out = torch.empty(size, size, dtype=dtype)
             try:
+                if p == "int8":  # int8 x int8 -> int32, as quantised inference multiplies
+                    a, b = (torch.randint(-128, 128, (size, size), dtype=torch.int8) for _ in range(2))
+                    rates[p] = _best_rate(lambda a=a, b=b: torch._int_mm(a, b), flops, seconds)[0] / 1e12
+                    continue
+                dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[p]
+                a, b = torch.randn(size, size).to(dtype), torch.randn(size, size).to(dtype)
+                out = torch.empty(size, size, dtype=dtype)
                 rates[p] = _best_rate(lambda a=a, b=b, out=out: torch.mm(a, b, out=out), flops, seconds)[0] / 1e12
             except RuntimeError:  # a dtype this CPU build cannot multiply
                 rates[p] = None
         src, dst = torch.ones(elems), torch.empty(elems)
         copy = _best_rate(lambda: dst.copy_(src), 2.0 * elems * 4, seconds)[0]
-        method = f"torch.mm {size}x{size}, best of repeated runs in {seconds:g} s; torch copy of {copy_mb} MB"
+        method = f"torch.mm {size}x{size} (int8: torch._int_mm), best of repeated runs in {seconds:g} s; torch copy of {copy_mb} MB"
     else:
         import numpy as np
 
         threads = None  # numpy's BLAS decides
         for p in precisions:
             if p != "fp32":
-                rates[p] = None  # numpy has no bf16 and no fast fp16 matrix multiply
+                rates[p] = None  # numpy has no bf16, no fast fp16 and no int8 matrix multiply
                 continue
             a, b = np.random.rand(size, size).astype(np.float32), np.random.rand(size, size).astype(np.float32)
             out = np.empty((size, size), dtype=np.float32)
@@ -106,8 +113,9 @@ def probe_cpu(framework: str, precisions: tuple[str, ...] = ("fp32",), *, size: 
 
 def device_peak(environment: dict[str, Any], telemetry: dict[str, Any] | None, precision: str) -> dict[str, Any]:
     """The ceilings of the device a run trained on, for its precision:
-    ``{"device", "compute_tflops", "memory_gbps", "source", "devices"}``;
-    compute/memory None where unknown."""
+    ``{"device", "precision", "compute_tflops", "memory_gbps", "source", "method", "devices"}``;
+    compute/memory None where unknown. ``precision`` is the arithmetic whose
+    peak ``compute_tflops`` is: the run's own, never fp32 standing in for it."""
     device = str(environment.get("device", "cpu"))
     if device.startswith("cuda"):
         # NVML's names are the hardware's; a framework's may be logical ("/device:GPU:0" in TensorFlow)
@@ -118,6 +126,8 @@ def device_peak(environment: dict[str, Any], telemetry: dict[str, Any] | None, p
         if row is None:
             return {
                 "device": name,
+                "precision": precision,
+                "method": None,
                 "compute_tflops": None,
                 "memory_gbps": None,
                 "devices": count,
@@ -126,6 +136,8 @@ def device_peak(environment: dict[str, Any], telemetry: dict[str, Any] | None, p
         rate = row.get(precision)
         return {
             "device": row["device"],
+            "precision": precision,
+            "method": "datasheet",
             "compute_tflops": rate * count if rate is not None else None,
             "memory_gbps": row["memory_gbps"] * count,
             "devices": count,
@@ -135,8 +147,15 @@ def device_peak(environment: dict[str, Any], telemetry: dict[str, Any] | None, p
     rate = probe.get(f"{precision}_tflops")
     return {
         "device": environment.get("cpu_model", "CPU"),
+        "precision": precision,
+        "method": probe.get("method"),
         "compute_tflops": rate,
         "memory_gbps": probe.get("memory_gbps"),
         "devices": 1,
-        "source": f"measured on the machine: {probe['method']}" if probe else "no CPU probe in run.json",
+        "source": (
+            f"measured on the machine: {probe['method']}"
+            + ("" if rate is not None else f" (no {precision} rate in the probe: no fraction of peak against another precision's)")
+            if probe
+            else "no CPU probe in run.json"
+        ),
     }
