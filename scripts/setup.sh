@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Create the project's environment in .venv from requirements.txt + constraints.txt,
-# install dawnpipe itself (editable), and, where apt is usable, the Debian package
-# with Fashion-MNIST so the default run works offline.
+# install dawnpipe itself (editable), and, where apt is usable, the Debian packages
+# with Fashion-MNIST (the default run offline) and chromium (the browser test).
 #   PYTHON=python3.11 scripts/setup.sh
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -21,18 +21,27 @@ echo "setup: installing requirements.txt (pinned by constraints.txt)"
 "$VENV/bin/python" -m pip install --quiet -r requirements.txt -c constraints.txt
 "$VENV/bin/python" -m pip install --quiet --no-deps --no-build-isolation -e .
 
-# Offline Fashion-MNIST (optional: without it the fetch stage downloads the
-# official files). Never fatal: no root, no apt or no network all just skip it.
-if [ ! -d /usr/share/datasets/fashion-mnist ] && command -v apt-get >/dev/null 2>&1; then
+# Debian packages, where apt is usable (never fatal: no root, no apt or no
+# network all just skip them, saying so):
+# - dataset-fashion-mnist: the default run offline (without it the fetch stage
+#   downloads the official files);
+# - chromium: the browser the leaderboard page's real-browser test drives
+#   through Playwright (tests/test_page_browser.py; it fails saying so without it).
+missing=()
+[ -d /usr/share/datasets/fashion-mnist ] || missing+=(dataset-fashion-mnist)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+if [ ${#missing[@]} -gt 0 ] && command -v apt-get >/dev/null 2>&1; then
     SUDO=""
     [ "$(id -u)" = 0 ] || SUDO="sudo -n"
     if $SUDO true 2>/dev/null; then
-        echo "setup: installing the Debian package dataset-fashion-mnist"
-        if ! DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq dataset-fashion-mnist >/dev/null 2>&1; then
-            $SUDO apt-get update -qq >/dev/null 2>&1 || true
-            DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq dataset-fashion-mnist >/dev/null 2>&1 \
-                || echo "setup: dataset-fashion-mnist not installed; the fetch stage will download the data"
-        fi
+        for pkg in "${missing[@]}"; do
+            echo "setup: installing the Debian package $pkg"
+            if ! DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$pkg" >/dev/null 2>&1; then
+                $SUDO apt-get update -qq >/dev/null 2>&1 || true
+                DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$pkg" >/dev/null 2>&1 \
+                    || echo "setup: $pkg not installed"
+            fi
+        done
     fi
 fi
 echo "setup: done ($("$VENV/bin/python" -c 'import torch, snakemake; print("torch", torch.__version__, "snakemake", snakemake.__version__)'))"

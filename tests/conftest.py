@@ -29,6 +29,16 @@ def tool_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def without_own_script(html: str) -> str:
+    """The page minus dawnpipe's own embedded script, which must be there once
+    and be the only script: what is left may then be searched for injected ones."""
+    import re
+
+    own = re.findall(r'<script id="dawnpipe-page">.*?</script>', html, re.S)
+    assert len(own) == 1, f"{len(own)} copies of the page's own script"
+    return html.replace(own[0], "")
+
+
 def run_cli(*args: str, cwd: Path | None = None, check: bool = False, timeout: float = 600, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run ``python -m dawnpipe ARGS`` for real; returns the completed process (text)."""
     proc = subprocess.run([sys.executable, "-m", "dawnpipe", *args], cwd=cwd, env=env or tool_env(), capture_output=True, text=True, timeout=timeout)

@@ -6,9 +6,13 @@ and messages from submissions are data, never markup.
 
 from __future__ import annotations
 
+import functools
+import re
+from importlib import resources
 from typing import Any
 
 import jinja2
+from markupsafe import Markup
 
 from dawnpipe.display import format_hours, format_ms, format_usd
 from dawnpipe.mlperf.rows import PREFIX as MLPERF_PREFIX
@@ -28,9 +32,68 @@ def _env() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(hours=format_hours, usd=format_usd, ms=format_ms, by_batch_size=by_batch_size)
-    env.globals.update(latency_distribution=latency_distribution, latency_against_training=latency_against_training)
+    env.filters.update(hours=format_hours, usd=format_usd, ms=format_ms, by_batch_size=by_batch_size, anchor=anchor)
+    env.globals.update(
+        latency_distribution=latency_distribution,
+        latency_against_training=latency_against_training,
+        source_cell=source_cell,
+        table_anchor=table_anchor,
+        page_script=page_script(),
+        max_distribution_figures=MAX_DISTRIBUTION_FIGURES,
+    )
     return env
+
+
+# Above this many inference results in a task, the per-result latency
+# histograms are left out of the page (a page of 1,000 runs must open within
+# two seconds: tests/test_page_browser.py); the scatter keeps every result.
+MAX_DISTRIBUTION_FIGURES = 60
+
+
+def anchor(text: Any) -> str:
+    """An HTML id from any text (an entry id may hold '+' and '='): letters, digits, '_', '.', '-'."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", str(text))
+
+
+def table_anchor(table: dict[str, Any]) -> str:
+    return anchor(f"{table['task']}-{table['objective']}-{table['threshold']}")
+
+
+def source_cell(row: dict[str, Any]) -> Markup:
+    """A ranked row's source, linked: to its audit messages (a submission) or to its run (ours)."""
+    if row.get("audit_anchor") is not None:
+        return Markup('<a href="#{}">{}</a>').format(anchor(row["audit_anchor"]), row["source"])
+    if row.get("entry") is not None and row.get("seed") is not None:
+        return Markup('<a href="#run-{}">{}</a>').format(anchor(f"{row['entry']}-{row['seed']}"), row["source"])
+    return Markup("{}").format(row.get("source", ""))
+
+
+@functools.cache
+def page_script() -> Markup:
+    """The page's own script (static/page.js: sorting and filtering), embedded so the page needs no network."""
+    text = resources.files("dawnpipe.report").joinpath("static/page.js").read_text(encoding="utf-8")
+    if "</" in text:
+        raise AssertionError("static/page.js must not contain '</' (it is embedded in a <script> element)")
+    return Markup(text)
+
+
+def task_groups(tasks: dict[str, Any], tables: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per task in page order: its tables with ranked rows and those without."""
+    groups = []
+    for name, task in tasks.items():
+        mine = [t for t in tables if t["task"] == name]
+        if mine:
+            groups.append({"name": name, "task": task, "ranked": [t for t in mine if t["rows"]], "empty": [t for t in mine if not t["rows"]]})
+    return groups
+
+
+def best_per_table(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The page's opening summary: the first row of every ranked table, task by task."""
+    return [
+        {"task_name": g["name"], "task_title": g["task"].title, "table": t, "best": t["rows"][0], "anchor": table_anchor(t)}
+        for g in groups
+        for t in g["ranked"]
+    ]
 
 
 def by_batch_size(per_size: dict[str, Any]) -> list[tuple[str, Any]]:
@@ -101,6 +164,8 @@ def render_html(board: dict[str, Any], runs: list[dict[str, Any]], stability: li
         machine=runs[0]["run"]["environment"] if runs else {},
         demo=any(t["demo_threshold"] for t in tables if t["rows"]) or any(r["run"]["demo_threshold"] for r in runs),
     )
+    ctx["task_groups"] = task_groups(tasks, tables)
+    ctx["summary"] = best_per_table(ctx["task_groups"])
     ctx.update(telemetry_sections.context(runs))
     ctx["sections"] = [{"template": name} for name, wanted in SECTIONS if wanted(ctx)]
     return _env().get_template("leaderboard.html.j2").render(**ctx)
