@@ -8,7 +8,7 @@ import json
 import re
 
 import pytest
-from conftest import without_own_script, run_cli
+from conftest import run_cli, without_own_script
 from submission_factory import CIFAR_TSV, inference_meta, run_dir, train_pair, write
 
 from dawnpipe import leaderboard
