@@ -157,3 +157,17 @@ def test_a_page_of_a_thousand_runs_loads_within_two_seconds(tmp_path):
         assert len(keys) == 1000 and keys == sorted(keys)
     finally:
         browser.close()
+
+
+@pytest.mark.slow
+def test_snakemake_report_holds_the_leaderboard(test_workflow, tmp_path):
+    """Outputs marked in the stage table (Output.report) are in Snakemake's own report."""
+    import zipfile
+
+    from conftest import run_snakemake
+
+    out = tmp_path / "report.zip"
+    run_snakemake(test_workflow, "results/leaderboard.html", "--configfile", "config/test.yaml", "--report", str(out))
+    with zipfile.ZipFile(out) as z:
+        names = z.namelist()
+    assert any(n.endswith("leaderboard.html") for n in names), names

@@ -68,7 +68,12 @@ def get_inputs(stage):
 
 
 def get_outputs(stage):
-    return {name: directory(o.path) if o.directory else o.path for name, o in stage.outputs.items()}
+    """The stage's outputs; those the table marks for `snakemake --report` wrapped in report()."""
+    out = {}
+    for name, o in stage.outputs.items():
+        path = directory(o.path) if o.directory else o.path
+        out[name] = report(path, category=o.report, labels={"output": name}) if o.report else path
+    return out
 
 
 def get_params(stage):

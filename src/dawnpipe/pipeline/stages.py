@@ -81,6 +81,7 @@ class Output:
     directory: bool = False
     kind: str = "out"  # "out", "metric" (DVC metrics), "plot" (DVC plots)
     plot: dict[str, Any] | None = None  # DVC plot options (x, title, ...)
+    report: str | None = None  # category in `snakemake --report` (marked with snakemake's report())
 
 
 @dataclass(frozen=True)
@@ -561,7 +562,7 @@ REPORT = Stage(
     },
     outputs={
         "json": Output("results/leaderboard.json"),
-        "html": Output("results/leaderboard.html"),
+        "html": Output("results/leaderboard.html", report="Leaderboard"),
         "table": Output("results/runs.parquet"),
         "csv": Output("results/runs.csv"),
     },
@@ -606,7 +607,7 @@ STUDY_STAGE = Stage(
         "logs": Input(lambda plan, job: [f"{d}/train.parquet" for d in plan.study_runs(job["study"])]),
         "runs": Input(lambda plan, job: [f"{d}/run.json" for d in plan.study_runs(job["study"])]),
     },
-    outputs={"json": Output("results/studies/{study}.json"), "html": Output("results/studies/{study}.html")},
+    outputs={"json": Output("results/studies/{study}.json"), "html": Output("results/studies/{study}.html", report="Studies")},
     args=(
         "summarize",
         "--study",
