@@ -269,6 +269,56 @@ def test_a_hostile_log_is_one_dropped_run_with_its_reason(tmp_path, name, data, 
     assert "result_4.txt: dropped (counts as the slowest run): " in proc.stdout
 
 
+RECORD = '"namespace": "", "event_type": "POINT_IN_TIME", "value": 1, "metadata": {}'
+
+
+@pytest.mark.parametrize(
+    "line, says",
+    [
+        ('{"time_ms": 1, ' + RECORD + "}", "no 'key' field"),
+        ("[1, 2]", "not a JSON object (list)"),
+        ('"run_stop"', "not a JSON object (str)"),
+        ('{"key": ["run_stop"], "time_ms": 1, ' + RECORD + "}", "'key' is not a string"),
+        ('{"key": "x", "time_ms": [1], ' + RECORD + "}", "'time_ms' is not a number"),
+        ('{"key": "x", "time_ms": NaN, ' + RECORD + "}", "'time_ms' is not a finite number"),
+        ('{"key": "x", "time_ms": 1' + "0" * 400 + ", " + RECORD + "}", "'time_ms' is not a finite number"),
+        ('{"key": "x", "time_ms": 1, "a": ' + "[" * 100_000 + "]" * 100_000 + ", " + RECORD + "}", "nested too deeply to read"),
+    ],
+    ids=["no-key", "a-list", "a-string", "key-a-list", "time-a-list", "time-nan", "time-too-big", "deep"],
+)
+def test_an_mllog_line_the_parser_cannot_take_is_one_dropped_run_naming_the_line(tmp_path, line, says):
+    """Lines that would make mlperf-logging's parser itself fail (a KeyError,
+    a TypeError, a RecursionError) or hand on a time that is not finite: the
+    run is dropped naming its line in the file, the log is given neither to
+    the package's parser nor to its RCP checker (so no convergence verdict: an
+    error, as for a log over the size cap), the others still score, and the
+    JSON is written."""
+    folder = submission(tmp_path, "resnet", [{"minutes": m} for m in (30, 31, 32, 33, 34)])
+    log = folder / "results" / "sys1" / "resnet" / "result_4.txt"
+    text = log.read_text(encoding="latin-1")
+    log.write_text(text + TOKEN + line + "\n", encoding="latin-1")
+    number = text.count("\n") + 1
+    proc, doc = score(folder, expect_rc=1)
+    (r,) = doc["results"]
+    assert r["rcp"]["verdict"] == "not checked" and "convergence (RCP) check not run: result_4.txt not given to mlperf-logging" in r["errors"]
+    bad = r["runs"][4]
+    assert (bad["compliant"], bad["converged"], bad["minutes"]) == (False, False, None)
+    assert bad["messages"][0].startswith(f"line {number}: {says}; the log was not given to mlperf-logging"), bad["messages"]
+    assert r["score_minutes"] == pytest.approx((31 + 32 + 33) / 3)
+    assert f"result_4.txt: dropped (counts as the slowest run): line {number}: {says}" in proc.stdout
+
+
+def test_a_run_stop_at_an_infinite_time_is_dropped_not_scored(tmp_path):
+    """run_stop at time_ms Infinity (JSON's extension Python reads): not a run of infinite minutes in the JSON (which cannot hold one)."""
+    folder = submission(tmp_path, "resnet", [{"minutes": m} for m in (30, 31, 32, 33)] + [{"minutes": math.inf}])
+    log = folder / "results" / "sys1" / "resnet" / "result_4.txt"
+    (number,) = [n for n, line in enumerate(log.read_text(encoding="latin-1").splitlines(), 1) if '"key": "run_stop"' in line]
+    proc, doc = score(folder, expect_rc=1)
+    (r,) = doc["results"]
+    assert r["runs"][4]["minutes"] is None and r["runs"][4]["messages"][0].startswith(f"line {number}: 'time_ms' is not a finite number")
+    assert r["score_minutes"] == pytest.approx((31 + 32 + 33) / 3)  # the dropped run counts as the slowest
+
+
 def test_a_100_mb_log_is_not_read(tmp_path):
     folder = hostile(tmp_path, "huge", b"")
     huge = folder / "results" / "sys1" / "resnet" / "result_4.txt"

@@ -14,13 +14,22 @@ plain word (letters, digits, underscores) before a log reaches the checker,
 and the keys that do so are read from the package's own rules files, not
 listed here. The RCP checker likewise opens ``rcps_<benchmark>.json`` named by
 the log: it is called only once the benchmark is one the ruleset knows.
+
+The package's parser reports a line that is not JSON, but a line that is JSON
+of another shape (a list, a record without ``key``, a ``key`` that is a list,
+nesting deep enough to exhaust the recursion limit, a ``time_ms`` of 1e400)
+makes it raise, and a ``time_ms`` of NaN or Infinity it hands on as a time.
+Such a log is screened out first (``screen``), each line named by its number
+in the file, and never given to the package.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import json
 import logging
+import math
 import re
 from dataclasses import dataclass, field
 from functools import cache
@@ -28,6 +37,9 @@ from pathlib import Path
 
 USAGE = "training"
 WORD = re.compile(r"[A-Za-z0-9_]+")
+TOKEN = ":::MLLOG "  # the package's (mlp_parser): a line holding it is an MLLOG record from there on
+FIELDS = ("time_ms", "key", "value", "metadata")  # what the package's parser reads of every record
+LISTED = 20  # problem lines of one log listed in full; the rest are counted
 
 
 @contextlib.contextmanager
@@ -111,6 +123,7 @@ class CheckedRun:
     loglines: list = field(default_factory=list)
     status: str | None = None
     minutes: float | None = None
+    screened: bool = False  # refused before the package saw it (screen): its checkers must not read it either
 
 
 def parse(path: Path, ruleset: str):
@@ -118,6 +131,58 @@ def parse(path: Path, ruleset: str):
 
     with captured():
         return parse_file(str(path), ruleset=ruleset)
+
+
+def mllog_lines(path: Path) -> list[tuple[int, str]]:
+    """(number of the line in the file, the record as the package's parser sees
+    it: from the last token on, stripped) for every line holding the MLLOG
+    token, the file read as the package reads it (latin-1, universal newlines)."""
+    found = []
+    with open(path, encoding="latin-1") as f:
+        for number, line in enumerate(f, 1):
+            if TOKEN in line:
+                found.append((number, re.sub(".*" + TOKEN, TOKEN, line).strip()))
+    return found
+
+
+def screen_record(record: str) -> str | None:
+    """Why the package's parser must not be given this record (it would raise
+    on it, or read a time that is not finite); None when it may have it,
+    including records it rejects itself (not JSON, a time that is no number)."""
+    if not record.startswith(TOKEN):
+        return None
+    try:
+        doc = json.loads(record[len(TOKEN) :])
+    except RecursionError:
+        return "nested too deeply to read"
+    except ValueError:
+        return None
+    if not isinstance(doc, dict):
+        return f"not a JSON object ({type(doc).__name__})"
+    missing = [name for name in FIELDS if name not in doc]
+    if missing:
+        return f"no {missing[0]!r} field"
+    if not isinstance(doc["key"], str):
+        return "'key' is not a string"
+    time_ms = doc["time_ms"]
+    if isinstance(time_ms, bool) or not isinstance(time_ms, int | float | str):
+        return "'time_ms' is not a number"
+    try:
+        finite = math.isfinite(float(time_ms))
+    except OverflowError:
+        finite = False
+    except ValueError:
+        return None
+    return None if finite else "'time_ms' is not a finite number"
+
+
+def screen(lines: list[tuple[int, str]]) -> list[str]:
+    """Reasons (naming the lines) a log must not reach the package's parser."""
+    bad = [(number, why, record) for number, record in lines if (why := screen_record(record)) is not None]
+    reasons = [f"line {number}: {why}; the log was not given to mlperf-logging: {record[:120]}" for number, why, record in bad[:LISTED]]
+    if len(bad) > LISTED:
+        reasons.append(f"... and {len(bad) - LISTED} more such lines")
+    return reasons
 
 
 def unsafe_values(loglines) -> list[str]:
@@ -137,6 +202,9 @@ def check_run(path: Path, ruleset: str) -> CheckedRun:
     from mlperf_logging.compliance_checker import mlp_compliance
     from mlperf_logging.result_summarizer.result_summarizer import _query_run_start_stop
 
+    refused = screen(mllog_lines(path))
+    if refused:
+        return CheckedRun(valid=False, messages=refused, screened=True)
     loglines, failed = parse(path, ruleset)
     run = CheckedRun(valid=False, loglines=loglines)
     run.messages += [f"MLLOG line {n}: {error}: {line.strip()[:200]}" for n, (line, error) in enumerate(failed[:20], 1)]

@@ -37,7 +37,7 @@ class Run:
     compliant: bool
     converged: bool
     messages: list[str] = field(default_factory=list)
-    read: bool = True  # False: not given to the package (over the size cap, not a regular file)
+    read: bool = True  # False: not given to the package (over the size cap, not a regular file, a line its parser cannot take)
 
 
 @dataclass
@@ -174,7 +174,7 @@ def check_runs(files: list[Path], ruleset: str, max_bytes: int) -> list[Run]:
         checked = official.check_run(path, ruleset)
         target_failed = any(m.startswith(("Failed checks for eval", "Failed checks for train")) for m in checked.messages)
         converged = checked.status == "success" and not target_failed
-        runs.append(Run(path.name, checked.minutes, checked.status, checked.valid, converged, checked.messages))
+        runs.append(Run(path.name, checked.minutes, checked.status, checked.valid, converged, checked.messages, read=not checked.screened))
     return runs
 
 
@@ -184,8 +184,12 @@ def rcp_summary(result: Result, folder: Path, files: list[Path], runs: list[Run]
         result.rcp = {"verdict": "not required", "message": f"the {result.division or 'unknown'} division has no convergence check"}
         return
     if not all(r.read for r in runs):
-        result.rcp = {"verdict": "not checked", "message": "a result file was not read (over the size cap or not a regular file)"}
-        result.errors.append("convergence (RCP) check not run: a result file was not read")
+        unread = ", ".join(r.file for r in runs if not r.read)
+        result.rcp = {
+            "verdict": "not checked",
+            "message": f"not given to mlperf-logging: {unread} (over the size cap, not a regular file, or a line its parser cannot take)",
+        }
+        result.errors.append(f"convergence (RCP) check not run: {unread} not given to mlperf-logging")
         return
     try:
         check = official.check_rcp(folder, files, result.ruleset, bypass)
