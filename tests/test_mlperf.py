@@ -251,12 +251,16 @@ def hostile(tmp_path, name: str, data: bytes) -> Path:
     return folder
 
 
+BINARY = os.urandom(1 << 16).replace(b"\r", b"") + b"\n:::MLLOG \xff\xfe{\n" + os.urandom(4096).replace(b"\r", b"")  # no \r: \n alone ends a line
+BINARY_LINE = BINARY[: BINARY.index(b":::MLLOG")].count(b"\n") + 1
+
+
 @pytest.mark.parametrize(
     "name, data, message",
     [
         ("not-mllog", b"Beginning trial 1 of 5\nall good\n" * 100, "No log lines detected"),
-        ("binary", os.urandom(1 << 16) + b"\n:::MLLOG \xff\xfe{\n" + os.urandom(4096), "MLLOG line 1: "),
-        ("broken-json", b':::MLLOG {"namespace": "", "time_ms": 1, "key": "run_start", \n', "MLLOG line 1: "),
+        ("binary", BINARY, f"line {BINARY_LINE}: "),
+        ("broken-json", b':::MLLOG {"namespace": "", "time_ms": 1, "key": "run_start", \n', "line 1: "),
     ],
 )
 def test_a_hostile_log_is_one_dropped_run_with_its_reason(tmp_path, name, data, message):
@@ -267,6 +271,21 @@ def test_a_hostile_log_is_one_dropped_run_with_its_reason(tmp_path, name, data, 
     assert not bad["compliant"] and any(message in m for m in bad["messages"]), bad["messages"]
     assert r["score_minutes"] == pytest.approx((31 + 32 + 33) / 3)  # dropped as the slowest; the others still score
     assert "result_4.txt: dropped (counts as the slowest run): " in proc.stdout
+
+
+def test_a_line_that_does_not_parse_is_named_by_its_line_in_the_file(tmp_path):
+    """The parser's own rejections (not JSON, a time that is no number) name
+    the line's number in the file, not its rank among the rejected lines."""
+    folder = submission(tmp_path, "resnet", [{"minutes": m} for m in (30, 31, 32, 33, 34)])
+    log = folder / "results" / "sys1" / "resnet" / "result_4.txt"
+    lines = log.read_text(encoding="latin-1").splitlines(keepends=True)
+    lines.insert(10, "0: " + TOKEN + '{"broken": \n')
+    lines.insert(20, TOKEN + '{"namespace": "", "time_ms": "1.2.3", "key": "x", "value": 1, "metadata": {}}\n')
+    log.write_text("".join(lines), encoding="latin-1")
+    _, doc = score(folder)
+    messages = doc["results"][0]["runs"][4]["messages"]
+    assert [m.split(":")[0] for m in messages[:2]] == ["line 11", "line 21"], messages
+    assert messages[0].endswith(TOKEN + '{"broken":') and "could not convert string to float: '1.2.3'" in messages[1]
 
 
 RECORD = '"namespace": "", "event_type": "POINT_IN_TIME", "value": 1, "metadata": {}'
@@ -373,7 +392,8 @@ def test_a_log_naming_a_rules_file_outside_the_package_is_not_checked(tmp_path):
     proc, doc = score(folder)
     assert not marker.exists()
     bad = doc["results"][0]["runs"][4]
-    assert not bad["compliant"] and any("submission_division value" in m and "not a plain name" in m for m in bad["messages"])
+    (number,) = [n for n, line in enumerate(log.read_text(encoding="latin-1").splitlines(), 1) if '"submission_division"' in line]
+    assert not bad["compliant"] and any(m.startswith(f"line {number}: submission_division value") and "not a plain name" in m for m in bad["messages"])
 
 
 def test_usage_errors_exit_2(tmp_path):

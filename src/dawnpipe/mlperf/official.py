@@ -145,6 +145,18 @@ def mllog_lines(path: Path) -> list[tuple[int, str]]:
     return found
 
 
+def line_numbers(lines: list[tuple[int, str]], records: list[str]) -> list[int | None]:
+    """The numbers in the file of ``records``, records the package's parser
+    returns in the file's order (it numbers them only among MLLOG records)."""
+    numbers, at = [], 0
+    for record in records:
+        while at < len(lines) and lines[at][1] != record:
+            at += 1
+        numbers.append(lines[at][0] if at < len(lines) else None)
+        at += 1
+    return numbers
+
+
 def screen_record(record: str) -> str | None:
     """Why the package's parser must not be given this record (it would raise
     on it, or read a time that is not finite); None when it may have it,
@@ -185,15 +197,16 @@ def screen(lines: list[tuple[int, str]]) -> list[str]:
     return reasons
 
 
-def unsafe_values(loglines) -> list[str]:
-    """Reasons a parsed log must not reach the compliance checker (see the module's docstring)."""
+def unsafe_values(loglines, lines: list[tuple[int, str]]) -> list[str]:
+    """Reasons a parsed log must not reach the compliance checker (see the
+    module's docstring); ``lines`` (mllog_lines) give each record's number in the file."""
     reasons = []
     keys = path_keys()
     for ll in loglines:
         if ll.key in keys:
             value = ll.value.get("value")
             if not isinstance(value, str) or not WORD.fullmatch(value):
-                reasons.append(f"MLLOG line {ll.lineno + 1}: {ll.key} value {value!r} is not a plain name; the log was not given to the compliance checker")
+                reasons.append(f"line {lines[ll.lineno][0]}: {ll.key} value {value!r} is not a plain name; the log was not given to the compliance checker")
     return reasons
 
 
@@ -202,14 +215,16 @@ def check_run(path: Path, ruleset: str) -> CheckedRun:
     from mlperf_logging.compliance_checker import mlp_compliance
     from mlperf_logging.result_summarizer.result_summarizer import _query_run_start_stop
 
-    refused = screen(mllog_lines(path))
+    lines = mllog_lines(path)
+    refused = screen(lines)
     if refused:
         return CheckedRun(valid=False, messages=refused, screened=True)
     loglines, failed = parse(path, ruleset)
     run = CheckedRun(valid=False, loglines=loglines)
-    run.messages += [f"MLLOG line {n}: {error}: {line.strip()[:200]}" for n, (line, error) in enumerate(failed[:20], 1)]
-    if len(failed) > 20:
-        run.messages.append(f"... and {len(failed) - 20} more lines that do not parse")
+    numbers = line_numbers(lines, [line for line, _ in failed[:LISTED]])
+    run.messages += [f"line {n}: {error}: {line.strip()[:200]}" for n, (line, error) in zip(numbers, failed[:LISTED])]
+    if len(failed) > LISTED:
+        run.messages.append(f"... and {len(failed) - LISTED} more lines that do not parse")
     for ll in loglines:
         if ll.key == "run_stop" and isinstance(ll.value.get("metadata"), dict):
             status = ll.value["metadata"].get("status")
@@ -217,7 +232,7 @@ def check_run(path: Path, ruleset: str) -> CheckedRun:
     with contextlib.suppress(ValueError):
         start, stop = _query_run_start_stop(loglines)
         run.minutes = (stop - start) / 60 / 1000
-    unsafe = unsafe_values(loglines)
+    unsafe = unsafe_values(loglines, lines)
     if unsafe:
         run.messages += unsafe
         return run
