@@ -39,8 +39,24 @@ json_values = st.recursive(
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=4),
     max_leaves=20,
 )
+# MLLOG records (``dawnpipe mlperf score`` reads result_*.txt): any JSON after
+# the token, and records of the right shape whose fields are anything
+mllog_records = st.one_of(
+    json_values.map(lambda v: ":::MLLOG " + json.dumps(v)),
+    st.fixed_dictionaries(
+        {
+            "namespace": st.just(""),
+            "time_ms": st.one_of(st.integers(0, 2 * 10**12), st.sampled_from([float("nan"), float("inf"), 10**400, "1.5", "x"]), json_values),
+            "event_type": st.sampled_from(["POINT_IN_TIME", "INTERVAL_START", "INTERVAL_END"]),
+            "key": st.one_of(st.sampled_from(["run_start", "run_stop", "submission_benchmark", "global_batch_size", "eval_accuracy"]), json_values),
+            "value": json_values,
+            "metadata": json_values,
+        }
+    ).map(lambda d: ":::MLLOG " + json.dumps(d)),
+)
 contents = st.one_of(
     st.binary(max_size=200),
+    st.lists(mllog_records, min_size=1, max_size=6).map(lambda lines: "\n".join(lines).encode()),
     json_values.map(lambda v: json.dumps(v).encode()),
     json_values.map(lambda v: yaml.safe_dump(v).encode()),
     st.integers(1, 3000).map(lambda n: ("[" * n + "]" * n).encode()),  # deep nesting
@@ -153,7 +169,7 @@ def test_random_arguments_and_files_never_crash(verb, tmp_path_factory):
             assert code in (0, 1, 2), (argv, code, stderr[-2000:])
             assert "Traceback" not in stdout + stderr and "internal error" not in stderr, (argv, stderr[-2000:])
             assert len(error_lines(stderr)) <= 1, (argv, stderr[-2000:])
-            assert "\x1b" not in stderr, (argv, stderr[-500:])  # untrusted text reaches the terminal escaped
+            assert "\x1b" not in stdout + stderr, (argv, stdout[-500:], stderr[-500:])  # untrusted text reaches the terminal escaped
 
         check()
     finally:

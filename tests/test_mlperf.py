@@ -20,6 +20,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from conftest import SHARED, run_cli
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_cli_fuzz import mllog_records
+from test_cli_fuzz import run as run_in_process
 
 from dawnpipe.olympic import olympic_mean
 
@@ -336,6 +340,34 @@ def test_a_run_stop_at_an_infinite_time_is_dropped_not_scored(tmp_path):
     (r,) = doc["results"]
     assert r["runs"][4]["minutes"] is None and r["runs"][4]["messages"][0].startswith(f"line {number}: 'time_ms' is not a finite number")
     assert r["score_minutes"] == pytest.approx((31 + 32 + 33) / 3)  # the dropped run counts as the slowest
+
+
+@pytest.fixture(scope="module")
+def fuzzed_folder(tmp_path_factory):
+    """A result folder of five real runs; the tests below rewrite its result_4.txt."""
+    return submission(tmp_path_factory.mktemp("fuzz"), "resnet", [{"minutes": m} for m in (30, 31, 32, 33, 34)])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@given(records=st.lists(mllog_records, min_size=1, max_size=3), at=st.integers(0, 400))
+def test_random_mllog_records_in_a_real_log_never_crash(fuzzed_folder, records, at):
+    """Records of any shape and value inserted into a real log: exit 0 or 1,
+    never a traceback or an internal error, the JSON always written and the
+    four good runs still scored."""
+    log = fuzzed_folder / "results" / "sys1" / "resnet" / "result_4.txt"
+    original = fuzzed_folder / "result_4.original"
+    if not original.exists():
+        shutil.copy(log, original)
+    lines = original.read_text(encoding="latin-1").splitlines(keepends=True)
+    lines[at:at] = [r + "\n" for r in records]
+    log.write_text("".join(lines), encoding="latin-1")
+    out = fuzzed_folder / "fuzz.json"
+    out.unlink(missing_ok=True)
+    code, stdout, stderr = run_in_process(["mlperf", "score", str(fuzzed_folder), "--json", str(out)])
+    assert code in (0, 1) and "Traceback" not in stdout + stderr and "internal error" not in stderr, stderr[-2000:]
+    (r,) = json.loads(out.read_text())["results"]
+    assert [run["compliant"] for run in r["runs"][:4]] == [True] * 4
+    assert r["score_minutes"] is not None and math.isfinite(r["score_minutes"])
 
 
 def test_a_100_mb_log_is_not_read(tmp_path):
