@@ -141,6 +141,25 @@ def test_every_shared_result_scores_as_the_official_summarizer(tmp_path):
     assert keys <= set(doc["results"][0]) and set(doc["results"][0]["runs"][0]) >= {"file", "minutes", "status", "compliant", "converged", "messages"}
 
 
+def test_the_terminal_shows_every_run(tmp_path):
+    """Each run's minutes (run_stop - run_start, read here from the log's own
+    records), its run_stop status and verdicts, under its result's row."""
+    folder = submission(tmp_path, "resnet", [{"minutes": m} for m in (30, 31.5, 32, 33)] + [{"minutes": 29, "status": "aborted", "below_target": True}])
+    proc, _ = score(folder, expect_rc=0)
+    rows = proc.stdout.splitlines()
+    at = next(i for i, line in enumerate(rows) if line.startswith("warning  Sub/sys1/resnet "))
+    for i in range(5):
+        times = {}
+        for line in (folder / "results" / "sys1" / "resnet" / f"result_{i}.txt").read_text(encoding="latin-1").splitlines():
+            if TOKEN in line:
+                record = json.loads(line.split(TOKEN, 1)[1])
+                times.setdefault(record["key"], record["time_ms"])
+        minutes = (times["run_stop"] - times["run_start"]) / 60_000
+        verdict = "compliant, converged" if i < 4 else "dropped, not converged"
+        status = "success" if i < 4 else "aborted"
+        assert rows[at + 1 + i].split() == [f"result_{i}.txt", f"{minutes:.3f}", "min", status, *verdict.split()], rows[at + 1 + i]
+
+
 def test_hand_computed_scores_and_the_summarizer_agree(tmp_path):
     """Generated results whose scores are worked out here, then also checked against the summarizer."""
     good = [{"minutes": m} for m in (30, 31, 32, 35)]

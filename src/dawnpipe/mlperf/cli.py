@@ -5,11 +5,12 @@
 
 PATH is a submitter folder, its results/ folder, a system folder or one
 benchmark folder (``<submitter>/results/<system>/<benchmark>/result_*.txt``).
-For every (system, benchmark): each run's minutes, run_stop status and
-compliance verdict with the checker's messages, the official score or why
-there is none, the scaling factor, the runs against the number required, and
-the convergence (RCP) check. Exit code 0 when no result has an error, 1 when
-some do, 2 for a usage error.
+For every (system, benchmark), on the terminal and in the JSON: each run's
+minutes, run_stop status and compliance verdict (the checker's messages above
+the table for the runs it drops), the official score or why there is none,
+the scaling factor, the runs against the number required, and the
+convergence (RCP) check. Exit code 0 when no result has an error, 1 when some
+do, 2 for a usage error.
 """
 
 from __future__ import annotations
@@ -53,10 +54,18 @@ def terminal(results) -> str:
         lines.append(
             f"{r.status:<8} {r.submitter + '/' + r.system + '/' + r.benchmark:<48} {score:>12} {ok + need:>8} {r.scaling_factor:>8.4f}  {r.rcp.get('verdict', '-')}"
         )
+        lines += [run_line(run) for run in r.runs]
     errors = sum(r.status == "error" for r in results)
     lines.append("")
     lines.append(f"mlperf score: {len(results)} results: {len(results) - errors} scored cleanly, {errors} with errors")
     return "\n".join(terminal_safe(line) for line in lines) + "\n"
+
+
+def run_line(run) -> str:
+    """One run under its result's row: minutes, run_stop status, the two verdicts."""
+    minutes = f"{run.minutes:.3f} min" if run.minutes is not None else "none"
+    verdicts = f"{'compliant' if run.compliant else 'dropped'}, {'converged' if run.converged else 'not converged'}"
+    return f"{'':<9}{run.file:<30} {minutes:>14}  {run.status or 'no run_stop':<11} {verdicts}"
 
 
 def as_json(results, ruleset: str) -> dict[str, Any]:
