@@ -389,6 +389,34 @@ def test_random_mllog_records_in_a_real_log_never_crash(fuzzed_folder, records, 
     assert r["score_minutes"] is not None and math.isfinite(r["score_minutes"])
 
 
+@pytest.mark.parametrize(
+    "key, change, says",
+    [
+        ("run_stop", {"metadata": [1, 2]}, "the RCP checker cannot read this log (TypeError: "),
+        ("eval_accuracy", {"metadata": {}}, "the RCP checker cannot read this log (KeyError: 'epoch_num')"),
+        ("global_batch_size", {"value": "big"}, "global_batch_size big is not a number"),
+        ("global_batch_size", {"value": 10**400}, "global_batch_size 1000000000000000000000000000000000000000 is not a number"),
+        ("global_batch_size", {"value": [64]}, "global_batch_size [64] is not a number"),
+    ],
+)
+def test_a_log_the_rcp_checker_cannot_read_is_named(tmp_path, key, change, says):
+    """A log the compliance checker rejects (one dropped run) but on which the
+    RCP checker would raise: the convergence error names the file and why."""
+    folder = submission(tmp_path, "resnet", [{"minutes": m} for m in (30, 31, 32, 33, 34)])
+    log = folder / "results" / "sys1" / "resnet" / "result_4.txt"
+    lines = []
+    for line in log.read_text(encoding="latin-1").splitlines(keepends=True):
+        if TOKEN in line and json.loads(line.split(TOKEN, 1)[1])["key"] == key:
+            line = TOKEN + json.dumps(json.loads(line.split(TOKEN, 1)[1]) | change) + "\n"
+        lines.append(line)
+    log.write_text("".join(lines), encoding="latin-1")
+    _, doc = score(folder, expect_rc=1)
+    (r,) = doc["results"]
+    assert r["rcp"]["verdict"] == "error" and r["rcp"]["message"].startswith(f"result_4.txt: {says}"), r["rcp"]
+    assert f"convergence (RCP) check failed: result_4.txt: {says}" in " ".join(r["errors"])
+    assert r["score_minutes"] == pytest.approx(32.0)
+
+
 def test_a_100_mb_log_is_not_read(tmp_path):
     folder = hostile(tmp_path, "huge", b"")
     huge = folder / "results" / "sys1" / "resnet" / "result_4.txt"

@@ -261,6 +261,10 @@ class RcpCheck:
     reference: dict | None = None  # the RCP record the check used: mean, min acceptable mean, max speed-up, batch size
 
 
+class RcpUnreadable(Exception):
+    """A log the RCP checker cannot read; the message names the file and why."""
+
+
 def run_epochs(path: Path, ruleset: str) -> tuple[float, float, str | None]:
     """Epochs (or samples) to converge, global batch size and benchmark of one run, as the RCP checker reads them."""
     from mlperf_logging.rcp_checker.rcp_checker import read_submission_file
@@ -276,7 +280,12 @@ def check_rcp(folder: Path, files: list[Path], ruleset: str, bypass: bool) -> Rc
 
     epochs, batch_sizes, benchmarks = {}, set(), set()
     for f in files:
-        epochs[f.name], bs, bench = run_epochs(f, ruleset)
+        try:
+            epochs[f.name], bs, bench = run_epochs(f, ruleset)
+        except Exception as e:  # the package's reader failing on this log's values
+            raise RcpUnreadable(f"{f.name}: the RCP checker cannot read this log ({type(e).__name__}: {e})") from None
+        if isinstance(bs, bool) or not isinstance(bs, int | float) or not math.isfinite(float(bs) if abs(bs) < 1e300 else math.inf):
+            raise RcpUnreadable(f"{f.name}: global_batch_size {str(bs)[:40]} is not a number")  # it looks up references by it
         batch_sizes.add(bs)
         benchmarks.add(bench)
     known = allowed_benchmarks(ruleset)

@@ -193,6 +193,10 @@ def rcp_summary(result: Result, folder: Path, files: list[Path], runs: list[Run]
         return
     try:
         check = official.check_rcp(folder, files, result.ruleset, bypass)
+    except official.RcpUnreadable as e:  # one log it cannot read, named
+        result.rcp = {"verdict": "error", "message": str(e)}
+        result.errors.append(f"convergence (RCP) check failed: {e}")
+        return
     except Exception as e:  # the package's checker failing on this folder's logs
         result.rcp = {"verdict": "error", "message": f"{type(e).__name__}: {e}"}
         result.errors.append(f"convergence (RCP) check failed on these logs: {type(e).__name__}: {e}")
