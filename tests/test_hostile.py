@@ -164,3 +164,66 @@ def test_escape_sequences_in_a_submission_reach_the_terminal_escaped(tmp_path):
     assert "\x1b" not in proc.stdout and "\x07" not in proc.stdout
     assert "bad\\x1b[31mkey" in proc.stdout and "team_x\\x1b[2Jevil" in proc.stdout and "\\x1b]0;pwned\\x07" in proc.stdout
     shutil.rmtree(tmp_path / "CIFAR10")
+
+
+def utilization_args(run_dir: Path, flops: Path, log: Path | None = None) -> list[str]:
+    args = ["utilization", "--log-parquet", str(log or run_dir / "train.parquet"), "--run-json", str(run_dir / "run.json")]
+    return [*args, "--flops", str(flops), "--out", str(run_dir / "utilization.json")]
+
+
+@pytest.fixture(scope="module")
+def real_run(tmp_path_factory, prepared_fashion_mnist):
+    """A real tiny training run (one epoch: its train.parquet, run.json) and its entry's FLOP count."""
+    from tiny_training import TINY_ENTRY, train_args, write_entry
+
+    root = tmp_path_factory.mktemp("real-run")
+    entry = write_entry(root / "tiny.yaml", hyperparameters={**TINY_ENTRY["hyperparameters"], "epochs": 1})
+    run_cli(*train_args(entry, prepared_fashion_mnist, root / "run", extra=("--threshold", "1")), check=True)  # reached: extract reads the Parquet log
+    run_cli("flops", "--entry", str(entry), "--data", str(prepared_fashion_mnist), "--out", str(root / "flops.json"), check=True)
+    return root
+
+
+@pytest.mark.parametrize(
+    "change, field, says",
+    [
+        ({"flops_per_item": "25886976"}, "flops_per_item", "expected a number, got str '25886976'"),
+        ({"counted": "yes"}, "counted", "expected true or false, got str 'yes'"),
+        ({"counted": None}, "counted", "expected true or false, got null"),
+    ],
+)
+def test_a_flops_file_with_a_bad_field_is_named_by_the_utilization_stage(real_run, tmp_path, change, field, says):
+    doc = json.loads((real_run / "flops.json").read_text())
+    bad = tmp_path / "flops.json"
+    bad.write_text(json.dumps(doc | change))
+    line = one_error_line(run_cli(*utilization_args(real_run / "run", bad)))
+    assert line == f"dawnpipe utilization: error: {bad}: field '{field}': {says}"
+    bad.write_text(json.dumps({k: v for k, v in doc.items() if k != "flops_per_item"}))  # counted, but no count
+    line = one_error_line(run_cli(*utilization_args(real_run / "run", bad)))
+    assert line.startswith(f"dawnpipe utilization: error: {bad}: field 'flops_per_item': missing")
+    assert not (real_run / "run" / "utilization.json").exists()
+
+
+@pytest.mark.parametrize(
+    "column, change, says",
+    [
+        ("items_per_second", None, "missing column(s) items_per_second"),
+        ("epoch_train_seconds", "12", "column epoch_train_seconds"),
+        ("wall_hours", None, "missing column(s) wall_hours"),
+    ],
+)
+def test_a_parquet_log_with_a_missing_or_mistyped_column_is_named(real_run, tmp_path, column, change, says):
+    import pandas as pd
+
+    log = pd.read_parquet(real_run / "run" / "train.parquet")
+    log = log.drop(columns=[column]) if change is None else log.assign(**{column: change})
+    bad = tmp_path / "train.parquet"
+    log.to_parquet(bad, index=False)
+    line = one_error_line(run_cli(*utilization_args(real_run / "run", real_run / "flops.json", bad)))
+    assert line.startswith(f"dawnpipe utilization: error: {bad}: {says}"), line
+    if column == "wall_hours":  # extract reads the wall clock of the threshold epoch from it
+        args = ["extract", "--tsv", str(real_run / "run" / "train.tsv"), "--log-parquet", str(bad), "--run-json", str(real_run / "run" / "run.json")]
+        line = one_error_line(run_cli(*args, "--prices", str(ROOT / "config/prices.yaml"), "--out", str(tmp_path / "tta.json")))
+        assert line.startswith(f"dawnpipe extract: error: {bad}: missing column(s) wall_hours"), line
+    bad.write_bytes(b"PAR1 not really")
+    line = one_error_line(run_cli(*utilization_args(real_run / "run", real_run / "flops.json", bad)))
+    assert line.startswith(f"dawnpipe utilization: error: {bad}: not a readable Parquet file"), line

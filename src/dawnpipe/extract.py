@@ -18,7 +18,7 @@ import pandas as pd
 
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import write_json
-from dawnpipe.logs import read_run_tsv
+from dawnpipe.logs import read_run_parquet, read_run_tsv
 from dawnpipe.prices import load_prices, price_per_hour
 from dawnpipe.runfiles import read_run_info
 from dawnpipe.schemas.results import TimeToAccuracyResult, validate
@@ -33,7 +33,7 @@ def extract(tsv: Path, parquet: Path, run_json: Path, prices: Path) -> dict[str,
     tta = time_to_accuracy(log["epoch"].tolist(), log["hours"].tolist(), log[task.metric_column].tolist(), run["threshold"])
     wall = None
     if tta.reached:
-        full = pd.read_parquet(parquet)
+        full = read_run_parquet(parquet, task)
         match = full.loc[full["epoch"] == tta.epoch, "wall_hours"]
         if match.empty:
             raise DawnpipeError(f"{parquet}: no row for epoch {tta.epoch:g}, which {tsv} logs")

@@ -23,12 +23,15 @@ from typing import Any
 
 import pandas as pd
 
-from dawnpipe.fileio import read_json, write_json
+from dawnpipe.fileio import write_json
+from dawnpipe.logs import read_run_parquet
 from dawnpipe.runfiles import read_run_file, read_run_info
 from dawnpipe.tasks import get_task
 from dawnpipe.telemetry import energy as en
 from dawnpipe.telemetry.peaks import device_peak
 from dawnpipe.tta import time_to_accuracy
+
+LOG_COLUMNS = ("eval_seconds", "epoch_train_seconds", "items_per_second")  # of train.parquet, beside the task's and the wall clock
 
 
 def read_samples(path: Path | None) -> pd.DataFrame | None:
@@ -187,9 +190,8 @@ def configure(p) -> None:
 def run(args) -> int:
     run_info = read_run_info(args.run_json)
     items = read_run_file(args.latency_json, "latency")["items"] if args.latency_json else None
-    record = utilization(
-        pd.read_parquet(args.log_parquet), run_info, read_json(args.flops), read_samples(args.telemetry), read_samples(args.inference_telemetry), items
-    )
+    log = read_run_parquet(args.log_parquet, get_task(run_info["task"]), LOG_COLUMNS)
+    record = utilization(log, run_info, read_run_file(args.flops, "flops"), read_samples(args.telemetry), read_samples(args.inference_telemetry), items)
     write_json(args.out, record)
     e, med = record["energy"], record["achieved_tflops_median"]
     frac = record["fraction_of_peak_median"]
