@@ -78,11 +78,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from dawnpipe.checkpoint import load_checkpoint  # noqa: E402
 from dawnpipe.infer.backends import get_backend, load_backend  # noqa: E402
 from dawnpipe.infer.items import KINDS  # noqa: E402
 from dawnpipe.infer.latency import latency_stats  # noqa: E402
 from dawnpipe.infer.timing import time_items  # noqa: E402
+from dawnpipe.infer.torch_model import load_checkpoint  # noqa: E402  (its values and weights checked)
 from dawnpipe.tasks import get_task  # noqa: E402
 
 REWARM = 10  # untimed items before each later block of a backend

@@ -93,3 +93,41 @@ def test_bench_latency_refuses_a_hostile_checkpoint(tmp_path):
     assert proc.returncode == 1 and not marker.exists() and "Traceback" not in proc.stderr
     (line,) = proc.stderr.splitlines()
     assert line.startswith("bench/latency: error: ") and f"{evil}: needs pickle to load" in line
+
+
+@pytest.mark.parametrize(
+    "change, field, says",
+    [
+        ({"model_args": [8, 16]}, "model_args", "expected a mapping, got list [8, 16]"),
+        ({"model_args": {"widths": "abc"}}, "model_args.widths", "expected a list, got str 'abc'"),
+        ({"in_channels": "1"}, "in_channels", "expected a whole number, got str '1'"),
+        ({"mean": "zz"}, "mean", "expected a list, got str 'zz'"),
+        ({"mean": [0.29, 0.29]}, "mean", "2 values for 1 input channel"),
+        ({"tta_flip": 1}, "tta_flip", "expected true or false, got int 1"),
+        ({"model": "nosuch"}, "model", "unknown PyTorch model 'nosuch'"),
+        ({"model": "resnet21", "model_args": {}}, "model", "a basic CIFAR ResNet needs depth = 6n + 2, not 21"),
+        ({"state_dict": {"w": torch.zeros(1)}}, "state_dict", "missing features.0.weight"),
+        ({"state_dict": [1]}, "state_dict", "expected a mapping of names to tensors"),
+        ({"threshold": None}, "threshold", "expected a number, got null"),
+    ],
+)
+def test_a_checkpoint_with_a_bad_field_is_named_before_a_model_is_built(tmp_path, change, field, says):
+    """A checkpoint from elsewhere (dvc pull, bench/latency.py CHECKPOINT)
+    whose plain values or weights do not make the model they describe: one
+    line naming the file and the field, through the library and the bench
+    script (which used to stop with exit 70 on a TypeError or KeyError)."""
+    from infer_fixtures import make_checkpoint
+
+    from dawnpipe.infer import torch_model as tm
+
+    good = make_checkpoint(tmp_path / "good.pt")
+    bad = tmp_path / "bad.pt"
+    torch.save(torch.load(good, weights_only=True) | change, bad)
+    with pytest.raises(DawnpipeError) as raised:
+        tm.load_checkpoint(bad)
+    assert str(raised.value).startswith(f"{bad}: field '{field}': {says}"), str(raised.value)
+    proc = subprocess.run([sys.executable, str(ROOT / "bench/latency.py"), str(bad)], capture_output=True, text=True, env=tool_env(), timeout=300)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith(f"bench/latency: error: {bad}: field '{field}': {says}"), line
+    tm.load_checkpoint(good)  # the same file unchanged loads: the check is of the change

@@ -29,16 +29,50 @@ from dawnpipe import checkpoint
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.infer.predictor import Predictor
 from dawnpipe.models.torch_zoo import Normalizer, build_model
+from dawnpipe.schemas import jsonschema_check
+from dawnpipe.schemas import model_args as family_args
 
 CHECK_ITEMS = 64  # items of the inference set compared against the checkpoint before timing
 
 
 def load_checkpoint(path: Path) -> dict[str, Any]:
+    """A training checkpoint of an image model, its values checked
+    (schemas/checkpoint.schema.yaml, the model family's model_args) and its
+    weights against the model they describe: what is wrong is one line naming
+    the file and the field, before a model is built for real."""
     ckpt = checkpoint.load_checkpoint(path)
     missing = [k for k in ("model", "model_args", "in_channels", "num_classes", "state_dict", "mean", "std", "tta_flip") if k not in ckpt]
     if missing:
         raise DawnpipeError(f"{path}: not a dawnpipe training checkpoint (missing {', '.join(missing)})")
+    values = {k: v for k, v in ckpt.items() if k != "state_dict"}
+    jsonschema_check.check(values, jsonschema_check.package_schema("checkpoint")["image"], str(path))
+    family_args.check({"model": ckpt["model"], "framework": "pytorch", "model_args": ckpt["model_args"]}, "image", str(path))
+    for name in ("mean", "std"):
+        if len(ckpt[name]) != ckpt["in_channels"]:
+            raise DawnpipeError(
+                f"{path}: field '{name}': {len(ckpt[name])} values for {ckpt['in_channels']} input channel{'s' if ckpt['in_channels'] != 1 else ''}"
+            )
+    check_weights(ckpt, path)
     return ckpt
+
+
+def check_weights(ckpt: dict[str, Any], path: Path) -> None:
+    """The state_dict against the model the checkpoint's values build (on the
+    meta device: no memory, no computation), name for name and shape for shape."""
+    try:
+        with torch.device("meta"):
+            want = build_model(ckpt["model"], in_channels=ckpt["in_channels"], num_classes=ckpt["num_classes"], **ckpt["model_args"]).state_dict()
+    except (ValueError, TypeError, KeyError) as e:  # the zoo's own refusal (an unknown model, a depth that is not 6n+2)
+        raise DawnpipeError(f"{path}: field 'model': {str(e).strip(chr(39))[:200]}") from None
+    have = ckpt["state_dict"]
+    if not isinstance(have, dict) or not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in have.items()):
+        raise DawnpipeError(f"{path}: field 'state_dict': expected a mapping of names to tensors")
+    problems = [f"missing {k}" for k in want if k not in have]
+    problems += [f"unexpected {k}" for k in have if k not in want]
+    problems += [f"{k} has shape {tuple(have[k].shape)}, not {tuple(want[k].shape)}" for k in want if k in have and have[k].shape != want[k].shape]
+    if problems:
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        raise DawnpipeError(f"{path}: field 'state_dict': {'; '.join(problems[:3])}{more}: not the weights of a {ckpt['model']} with these model_args")
 
 
 def checkpoint_facts(ckpt: dict[str, Any]) -> dict[str, Any]:
