@@ -38,6 +38,10 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+from dawnpipe.entries import read_entry_doc  # noqa: E402  (bounded and checked, as the pipeline reads it)
+from dawnpipe.runfiles import read_run_info  # noqa: E402
 
 BARE = r"""
 import sys, time, json, numpy as np, torch, torch.nn.functional as F
@@ -93,7 +97,7 @@ def prepared_data(work: Path) -> Path:
 
 def short_entry(entry: Path, epochs: int, out: Path) -> Path:
     """A copy of the entry whose budget (and so its schedule) is ``epochs`` long."""
-    doc = yaml.safe_load(entry.read_text())
+    doc = read_entry_doc(entry)
     doc["hyperparameters"]["epochs"] = epochs
     short = out / entry.name
     short.write_text(yaml.safe_dump(doc))
@@ -138,7 +142,7 @@ def pipeline_seconds(entry: Path, data: Path, items: int, epochs: int, threads: 
         env=env(),
         stdout=subprocess.DEVNULL,
     )
-    return json.loads(run.read_text())["result"]["training_hours"] * 3600.0
+    return read_run_info(run)["result"]["training_hours"] * 3600.0
 
 
 def bare_seconds(entry: Path, data: Path, items: int, epochs: int, threads: int, seed: int, out: Path) -> float:
@@ -161,6 +165,7 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     args = p.parse_args()
+    read_entry_doc(args.entry)  # checked before anything runs
     with tempfile.TemporaryDirectory(prefix="dawnpipe-overhead-") as tmp:
         work = Path(tmp)
         data = prepared_data(work)
@@ -180,4 +185,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from dawnpipe.cli import run_command
+
+    sys.exit(run_command("overhead", lambda _: main(), None, prog="bench/overhead"))

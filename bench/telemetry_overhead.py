@@ -20,7 +20,6 @@ as a fraction of one core at the interval (``--tick-cost-only`` stops there).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -32,6 +31,10 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+from dawnpipe.entries import read_entry_doc  # noqa: E402  (bounded and checked, as the pipeline reads it)
+from dawnpipe.runfiles import read_run_info  # noqa: E402
 
 
 def env() -> dict:
@@ -75,7 +78,7 @@ def train_seconds(entry: Path, data: Path, items: int, threads: int, interval: f
         "--telemetry-interval",
         str(interval),
     )
-    return json.loads(run.read_text())["result"]["training_hours"] * 3600.0
+    return read_run_info(run)["result"]["training_hours"] * 3600.0
 
 
 def tick_cost(interval: float, ticks: int = 300) -> None:
@@ -105,6 +108,7 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     p.add_argument("--tick-cost-only", action="store_true", help="measure the cost of one sample and stop")
     args = p.parse_args()
+    doc = read_entry_doc(args.entry)  # checked before anything runs
     tick_cost(args.interval)
     if args.tick_cost_only:
         return
@@ -112,7 +116,6 @@ def main() -> None:
         work = Path(tmp)
         dawnpipe("fetch", "fashion-mnist", "--dest", str(work / "raw"))
         dawnpipe("prepare", "fashion-mnist", "--raw", str(work / "raw"), "--out", str(work / "prepared"))
-        doc = yaml.safe_load(args.entry.read_text())
         doc["hyperparameters"]["epochs"] = args.epochs  # the budget, and so the schedule, is this long
         entry = work / args.entry.name
         entry.write_text(yaml.safe_dump(doc))
@@ -134,4 +137,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from dawnpipe.cli import run_command
+
+    sys.exit(run_command("telemetry-overhead", lambda _: main(), None, prog="bench/telemetry_overhead"))

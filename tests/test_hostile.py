@@ -227,3 +227,26 @@ def test_a_parquet_log_with_a_missing_or_mistyped_column_is_named(real_run, tmp_
     bad.write_bytes(b"PAR1 not really")
     line = one_error_line(run_cli(*utilization_args(real_run / "run", real_run / "flops.json", bad)))
     assert line.startswith(f"dawnpipe utilization: error: {bad}: not a readable Parquet file"), line
+
+
+@pytest.mark.parametrize("script", ["bench/overhead.py", "bench/telemetry_overhead.py"])
+def test_the_bench_scripts_read_their_entry_checked_in_one_line(tmp_path, script):
+    """The overhead benchmarks take an entry file: read bounded and checked
+    before anything runs, its problems one line naming it and the field (a
+    TypeError traceback before), as the pipeline's own commands do."""
+    import subprocess
+    import sys
+
+    from conftest import tool_env
+
+    bad = tmp_path / "entry.yaml"
+    bad.write_text(yaml.safe_dump({**yaml.safe_load((ROOT / "config/entries/fastnet.yaml").read_text()), "hyperparameters": 3}))
+    proc = subprocess.run([sys.executable, str(ROOT / script), "--entry", str(bad)], capture_output=True, text=True, env=tool_env(), timeout=300)
+    line = one_error_line(proc)
+    assert line.startswith(f"{script.removesuffix('.py')}: error: {bad}: field 'hyperparameters': expected a mapping"), line
+    deep = tmp_path / "deep.yaml"
+    deep.write_text("a: " + "[" * 200 + "]" * 200)
+    line = one_error_line(
+        subprocess.run([sys.executable, str(ROOT / script), "--entry", str(deep)], capture_output=True, text=True, env=tool_env(), timeout=300)
+    )
+    assert line == f"{script.removesuffix('.py')}: error: {deep}: nested deeper than 64 levels; not read"

@@ -50,6 +50,14 @@ def validate_entry(doc: Any, source: str) -> dict[str, Any]:
     return entry
 
 
+def read_entry_doc(path: str | Path) -> dict[str, Any]:
+    """An entry file's mapping as written (no defaults filled in, no id), read
+    bounded and checked: for a tool that writes a changed copy of it."""
+    doc = read_yaml(Path(path))
+    validate_entry(doc, str(path))
+    return doc
+
+
 def load_entry(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     entry = validate_entry(read_yaml(path), str(path))
