@@ -66,8 +66,18 @@ def test_training_clock_origin_is_placed_on_the_samples(tmp_path):
     assert s.training_clock_origin_s >= 0.1
 
 
-def test_mark_training_clock_without_a_sampler_is_a_no_op():
-    mark_training_clock(time.perf_counter())  # must not raise
+def test_mark_training_clock_without_a_sampler_is_a_no_op(tmp_path):
+    """Marked when nothing samples (before any sampler, and after one has
+    stopped), the clock origin lands on no sampler: not on the finished one,
+    whose summary was already taken, nor on the next one to start."""
+    mark_training_clock(time.perf_counter())
+    with sampling(tmp_path / "a.parquet", 0.05, powercap=tmp_path / "none", nvml=NvmlStandIn([])) as first:
+        time.sleep(0.06)
+    mark_training_clock(time.perf_counter())
+    assert first.training_clock_origin_s is None and first.summary()["training_clock_origin_s"] is None
+    with sampling(tmp_path / "b.parquet", 0.05, powercap=tmp_path / "none", nvml=NvmlStandIn([])) as second:
+        time.sleep(0.06)
+    assert second.summary()["training_clock_origin_s"] is None
 
 
 def test_sampler_stops_and_keeps_a_partial_file_when_the_run_raises(tmp_path):
