@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 import statistics
+from pathlib import Path
 
 import pytest
 import yaml
 from conftest import ROOT, copy_project, run_cli, run_snakemake
 
+from dawnpipe.errors import DawnpipeError
 from dawnpipe.studies import load_entry_ref, load_study
 
 
@@ -88,11 +90,15 @@ def test_dvc_runs_the_study_stages_and_variants_from_the_study_file(tmp_path):
     run_cli("pipeline", "dvc", "--config", "config/test-study.yaml", cwd=project, check=True)
     stages = yaml.safe_load((project / "dvc.yaml").read_text())["stages"]
     train = stages["train"]["foreach"]
-    assert set(train) == {f"{e}-{s}" for e in ("smoke-fastnet", "smoke-fastnet+batch=32", "smoke-fastnet+batch=128") for s in (0, 1)}
+    batch = {f"{e}-{s}" for e in ("smoke-fastnet", "smoke-fastnet+batch=32", "smoke-fastnet+batch=128") for s in (0, 1)}
+    # test-threads (seed 0); its global_batch=128 is test-batch's batch=128 under another id: no stage of its own
+    assert set(train) == batch | {"smoke-fastnet+threads=1-0", "smoke-fastnet+processes=2-0"}
     item = train["smoke-fastnet+batch=32-0"]
     assert "--entry 'config/studies/test-batch.yaml#smoke-fastnet+batch=32'" in item["cmd"] and "--stop-at-threshold" not in item["cmd"]
     assert "--entries-dir config/entries/smoke" in item["cmd"]
-    assert list(stages["study"]["foreach"]) == ["test-batch"]
+    assert list(stages["study"]["foreach"]) == ["test-batch", "test-threads"]
+    assert "--same-as smoke-fastnet+global_batch=128 smoke-fastnet+batch=128" in stages["study"]["foreach"]["test-threads"]["cmd"]
+    assert "--same-as" not in stages["study"]["foreach"]["test-batch"]["cmd"]
 
 
 @pytest.mark.slow
@@ -100,7 +106,8 @@ def test_the_tiny_study_end_to_end(tmp_path):
     project = copy_project(tmp_path / "p")
     ran = ["smoke-fastnet", "smoke-fastnet+batch=32", "smoke-fastnet+batch=128"]
     tta_files = [f"results/runs/{e}/seed{s}/time_to_accuracy.json" for e in ran for s in (0, 1)]
-    run_snakemake(project, "--cores", "2", "results/studies/test-batch.html", *tta_files, "--configfile", "config/test-study.yaml")
+    pages = ["results/studies/test-batch.html", "results/studies/test-threads.html"]
+    run_snakemake(project, "--cores", "2", *pages, *tta_files, "--configfile", "config/test-study.yaml")
     doc = json.loads((project / "results/studies/test-batch.json").read_text())
     assert [v["id"] for v in doc["variants"]] == ["smoke-fastnet", "smoke-fastnet+batch=32", "smoke-fastnet+batch=64", "smoke-fastnet+batch=128"]
     assert not (project / "results/runs/smoke-fastnet+batch=64").exists()  # the same recipe as the base: run once
@@ -120,6 +127,7 @@ def test_the_tiny_study_end_to_end(tmp_path):
     for run_json in (project / "results/runs").glob("*/seed*/run.json"):  # whole curves: every run went on past the threshold
         run = json.loads(run_json.read_text())
         assert run["settings"]["stop_at_threshold"] is False and run["result"]["epochs_run"] == 2
+    check_threads_and_processes(project, doc)
     # the leaderboard links the study: its page, its claim and its fastest variant to the top rung
     out = project / "results"
     runs = [str(project / f"results/runs/{e}") for e in ("smoke-fastnet", "smoke-fastnet+batch=32", "smoke-fastnet+batch=128")]
@@ -146,6 +154,35 @@ def test_the_tiny_study_end_to_end(tmp_path):
     assert 'href="studies/test-batch.html"' in section and f"{best['speedup']['70.0']:.2f}x" in section
 
 
+def check_threads_and_processes(project, batch_doc):
+    """test-threads, run beside test-batch on 2 cores (--cores 2): each run's
+    run.json says the threads and processes it used, the study JSON carries
+    them, and its variant equal to test-batch's batch=128 ran once, both
+    studies reading that run directory."""
+    run = {
+        e: json.loads((project / f"results/runs/{e}/seed0/run.json").read_text())
+        for e in ("smoke-fastnet", "smoke-fastnet+threads=1", "smoke-fastnet+processes=2")
+    }
+    # the job's share: 2 cores for one process; the entry's 1; 2 processes halve the share
+    expected = {"smoke-fastnet": (1, 2, "job"), "smoke-fastnet+threads=1": (1, 1, "entry"), "smoke-fastnet+processes=2": (2, 1, "job")}
+    for e, (processes, threads, source) in expected.items():
+        r = run[e]
+        assert (r["processes"], r["world_size"], r["threads_per_process"], r["threads_from"]) == (processes, processes, threads, source), e
+        assert r["environment"]["threads"] == threads, e  # what the framework reported in the (first) process
+    doc = json.loads((project / "results/studies/test-threads.json").read_text())
+    by_id = {v["id"]: v for v in doc["variants"]}
+    assert list(by_id) == ["smoke-fastnet", "smoke-fastnet+threads=1", "smoke-fastnet+processes=2", "smoke-fastnet+global_batch=128"]
+    for e, (processes, threads, _) in expected.items():
+        (r,) = by_id[e]["runs"]
+        assert (r["world_size"], r["threads_per_process"]) == (processes, threads), e
+    shared = by_id["smoke-fastnet+global_batch=128"]
+    assert shared["same_as"] == "smoke-fastnet+batch=128" and not (project / "results/runs/smoke-fastnet+global_batch=128").exists()
+    theirs = next(v for v in batch_doc["variants"] if v["id"] == "smoke-fastnet+batch=128")["runs"][0]  # seed 0
+    tta = json.loads((project / "results/runs/smoke-fastnet+batch=128/seed0/time_to_accuracy.json").read_text())
+    assert shared["runs"][0]["time_to_accuracy_hours"] == theirs["time_to_accuracy_hours"]
+    assert shared["runs"][0]["time_to_accuracy_hours"]["70.0"] == pytest.approx(tta["time_to_accuracy_hours"], abs=1e-9)
+
+
 @pytest.mark.parametrize("path", sorted((ROOT / "config/studies").glob("*.yaml")), ids=lambda p: p.stem)
 def test_every_ready_made_study_loads_and_its_variants_are_valid_entries(path):
     from dawnpipe.entries import validate_entry
@@ -155,3 +192,89 @@ def test_every_ready_made_study_loads_and_its_variants_are_valid_entries(path):
     assert study.variants and len({v.id for v in study.variants}) == len(study.variants)
     for v in study.runnable():
         validate_entry({k: x for k, x in v.recipe.items() if k != "id"}, f"{path}#{v.id}")  # the task's rules and its model family's model_args
+
+
+def study_plan(project, monkeypatch, **config):
+    """The Plan of config/test-study.yaml in ``project``, with ``config`` laid over it."""
+    from dawnpipe.pipeline.config import resolve
+    from dawnpipe.pipeline.plan import Plan
+
+    monkeypatch.chdir(project)
+    return Plan(resolve(["config/test-study.yaml"], config or None, root=project))
+
+
+def test_equal_recipes_run_once_across_studies_and_entries(tmp_path, monkeypatch):
+    project = copy_project(tmp_path / "p")
+    plan = study_plan(project, monkeypatch)
+    # test-threads' global_batch=128 is test-batch's batch=128 (the same base, batch and scaled rate)
+    assert "smoke-fastnet+global_batch=128" not in plan.entries and plan.entries["smoke-fastnet+batch=128"].seeds == (0, 1)
+    assert plan.shared_runs("test-threads") == {"smoke-fastnet+global_batch=128": "smoke-fastnet+batch=128"}
+    assert plan.shared_runs("test-batch") == {}  # its batch=64 = the base: the study file says so itself
+    assert "results/runs/smoke-fastnet+batch=128/seed0" in plan.study_runs("test-threads")
+    # an entry of the configuration with that recipe (another id, description and comments): both variants run as it
+    text = (project / "config/entries/smoke/smoke-fastnet.yaml").read_text()
+    entry = (
+        text.replace("batch_size: 64 ", "batch_size: 128 ")
+        .replace("lr: 0.2 ", "lr: 0.4 ")
+        .replace("description: ResNet-9", "description: wide batch, ResNet-9")
+    )
+    # the scaling rule doubles the (default) warm-up rate too, unused by a one-cycle schedule but part of the recipe
+    entry = entry.replace("    kind: onecycle\n", "    kind: onecycle\n    warmup_lr: 0.02\n")
+    assert entry.count("128") == 1 and entry.count("0.4") == 1 and entry.count("0.02") == 1
+    (project / "config/entries/smoke/smoke-b128.yaml").write_text("# a plain entry\n" + entry)
+    plan = study_plan(project, monkeypatch, entries=["smoke-b128"])
+    assert not {"smoke-fastnet+batch=128", "smoke-fastnet+global_batch=128"} & set(plan.entries)
+    assert plan.entries["smoke-b128"].seeds == (0, 1) and plan.entries["smoke-b128"].full_budget  # the studies' seeds and whole curves
+    assert plan.shared_runs("test-batch") == {"smoke-fastnet+batch=128": "smoke-b128"}
+    assert plan.shared_runs("test-threads") == {"smoke-fastnet+global_batch=128": "smoke-b128"}
+    # the ids a study reports stay what its file says, whatever else the configuration holds
+    assert [v.id for v in plan.studies["test-batch"].variants] == [v.id for v in load_study(project / "config/studies/test-batch.yaml", SMOKE).variants]
+    # the summary reads the shared run directory: the study command passes the pairs, load_study applies them
+    study = load_study(project / "config/studies/test-batch.yaml", SMOKE, {"smoke-fastnet+batch=128": "smoke-b128"})
+    assert {v.id: v.same_as for v in study.variants}["smoke-fastnet+batch=128"] == "smoke-b128"
+    with pytest.raises(DawnpipeError, match="no variant 'nope'"):
+        load_study(project / "config/studies/test-batch.yaml", SMOKE, {"nope": "smoke-b128"})
+
+
+def test_a_variant_reruns_exactly_when_its_resolved_recipe_changes(tmp_path, monkeypatch):
+    """Snakemake's rerun value of a variant's train job and DVC's params file
+    of it (its resolved recipe, written by `dawnpipe pipeline dvc`) change
+    together: with a value of the base entry (every variant), with one
+    variant's overrides (that one), never with a comment; a ladder edit
+    summarizes again and retrains nothing."""
+    from dawnpipe.pipeline import render
+    from dawnpipe.pipeline.dvc import generated_files
+    from dawnpipe.pipeline.stages import STUDY_STAGE, TRAIN
+
+    project = copy_project(tmp_path / "p")
+    variants = ["smoke-fastnet+batch=32", "smoke-fastnet+batch=128", "smoke-fastnet+threads=1", "smoke-fastnet+processes=2"]
+
+    def state():
+        plan = study_plan(project, monkeypatch)
+        files = generated_files(plan.config)
+        train = {v: render.values_hash(TRAIN, plan, {"entry": v, "seed": "0"}) for v in variants}
+        recipes = {v: files[Path(plan.entries[v].params_file)] for v in variants}
+        assert {v: render.dvc_params(TRAIN, plan, {"entry": v, "seed": "0"}) for v in variants} == {v: [(f"dvc-variants/{v}.yaml", None)] for v in variants}
+        return train, recipes, render.values_hash(STUDY_STAGE, plan, {"study": "test-batch"})
+
+    def edit(path, old, new):
+        text = (project / path).read_text()
+        assert text.count(old) == 1, (path, old)
+        (project / path).write_text(text.replace(old, new))
+
+    def changed(before, after):
+        return {v for v in variants if before[0][v] != after[0][v]}, {v for v in variants if before[1][v] != after[1][v]}, before[2] != after[2]
+
+    start = state()
+    assert yaml.safe_load(start[1]["smoke-fastnet+batch=32"])["hyperparameters"]["batch_size"] == 32  # the resolved recipe
+    edit("config/entries/smoke/smoke-fastnet.yaml", "# Smoke-test size", "# A comment edit. Smoke-test size")
+    edit("config/studies/test-batch.yaml", "# The tiny study", "# A comment edit. The tiny study")
+    assert changed(start, state()) == (set(), set(), False)
+    edit("config/entries/smoke/smoke-fastnet.yaml", "weight_decay: 0.0005 ", "weight_decay: 0.001 ")
+    base_edit = state()
+    assert changed(start, base_edit) == (set(variants), set(variants), False)
+    edit("config/studies/test-batch.yaml", '"32": {hyperparameters.batch_size: 32}', '"32": {hyperparameters.batch_size: 32, hyperparameters.nesterov: false}')
+    one = state()
+    assert changed(base_edit, one) == ({"smoke-fastnet+batch=32"}, {"smoke-fastnet+batch=32"}, True)
+    edit("config/studies/test-batch.yaml", "ladder: [50.0, 60.0, 70.0]", "ladder: [50.0, 65.0, 70.0]")
+    assert changed(one, state()) == (set(), set(), True)

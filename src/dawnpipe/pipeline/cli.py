@@ -42,21 +42,29 @@ def run(args) -> int:
     if args.what == "config":
         print(yaml.safe_dump(config.values, sort_keys=False, width=1000), end="")
         return 0
-    from dawnpipe.pipeline.dvc import DVC_YAML, PARAMS_YAML, documents
+    from dawnpipe.pipeline.dvc import DVC_YAML, PARAMS_YAML, generated_files, stale_variant_files
 
-    wanted = dict(zip((DVC_YAML, PARAMS_YAML), documents(config)))
+    wanted = generated_files(config)
+    variants = f" and {len(wanted) - 2} study variants' recipes" if len(wanted) > 2 else ""
     if args.check:
         stale = [path for path, text in wanted.items() if not path.is_file() or path.read_text(encoding="utf-8") != text]
+        stale += stale_variant_files(wanted)
         if stale:
+            first = PARAMS_YAML if PARAMS_YAML in stale else stale[0]  # params.yaml's difference names the config keys
+            why = what_changed(first, wanted[first], config) if first in wanted else f"{first} is of a variant the configuration no longer has"
+            named = " and ".join(map(str, stale)) if len(stale) <= 2 else f"{', '.join(map(str, stale[:2]))} and {len(stale) - 2} more"
             raise DawnpipeError(
-                f"{' and '.join(map(str, stale))} out of date with {' + '.join(config.files)} ({what_changed(stale[-1], wanted[stale[-1]], config)}): "
+                f"{named} out of date with {' + '.join(config.files)} ({why}): "
                 f"write them again with `dawnpipe pipeline dvc{''.join(f' --config {f}' for f in config.files[1:])}` (or `make dvc.yaml`), then `dvc repro`"
             )
-        print(f"pipeline: {DVC_YAML} and {PARAMS_YAML} are up to date with {' + '.join(config.files)}")
+        print(f"pipeline: {DVC_YAML} and {PARAMS_YAML}{variants} are up to date with {' + '.join(config.files)}")
         return 0
+    for path in stale_variant_files(wanted):
+        path.unlink()
     for path, text in wanted.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
         write_text(path, text)
-    print(f"pipeline: wrote {DVC_YAML} and {PARAMS_YAML} for {' + '.join(config.files)}")
+    print(f"pipeline: wrote {DVC_YAML} and {PARAMS_YAML}{variants} for {' + '.join(config.files)}")
     return 0
 
 

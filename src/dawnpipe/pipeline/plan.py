@@ -19,6 +19,10 @@ from dawnpipe.errors import DawnpipeError
 from dawnpipe.pipeline.config import Config, check_task_keys
 
 RUN = "results/runs/{entry}/seed{seed}"
+# A study variant's recipe, resolved (its base entry with the study's
+# overrides), written by `dawnpipe pipeline dvc`: what DVC compares by value to
+# rerun the variant's stages, as it compares an entry file for an entry.
+VARIANT_PARAMS = "dvc-variants/{entry}.yaml"
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,15 @@ class Entry:
     def path(self) -> str:
         """The file its values are in (a study variant's: the study file)."""
         return self.file.split("#", 1)[0]
+
+    @property
+    def is_variant(self) -> bool:
+        return bool(self.also)
+
+    @property
+    def params_file(self) -> str:
+        """The file DVC reads this entry's recipe from by value: its entry file, or a variant's resolved recipe."""
+        return VARIANT_PARAMS.format(entry=self.id) if self.is_variant else self.file
 
     @property
     def task(self) -> str:
@@ -64,30 +77,59 @@ class Plan:
         self.check_backends()
 
     def add_studies(self) -> dict[str, Any]:
-        """The config's studies: their base entries and the variants that run
-        become entries (seeds: the union with what else asks for them)."""
-        from dataclasses import replace
-
-        from dawnpipe.studies import entry_ref, load_study
+        """The config's studies: their base entries and their variants become
+        entries (seeds: the union of what asks for them; whole curves if any
+        study wants them). A recipe runs once in the whole configuration: a
+        variant equal to an entry (of the config, or a study's base) runs as
+        that entry; one equal to a variant met earlier (the studies in the
+        config's order, each in its file's order) as that variant. Ids never
+        change: only where a variant's runs are (``shared_runs``)."""
+        from dawnpipe.studies import entry_ref, load_study, recipe_key
 
         studies = {}
         for name in self.config["studies"]:
             path = os.path.join(self.config["studies_dir"], f"{name}.yaml")
             if not os.path.isfile(path):
                 raise DawnpipeError(f"{self.config.where('studies')}: field 'studies': no study {name!r} ({path} not found)")
-            study = studies[name] = load_study(path, self.config["entries_dir"])
+            studies[name] = load_study(path, self.config["entries_dir"])
+        for study in studies.values():  # entries first: a variant equal to one runs as it
+            self._add(study.base, os.path.join(self.config["entries_dir"], f"{study.base}.yaml"), study.base_recipe, study, ())
+        runs_as: dict[str, str] = {}
+        for e in self.entries.values():
+            runs_as.setdefault(recipe_key(e.recipe), e.id)
+        self.runs_as: dict[str, dict[str, str]] = {}
+        for name, study in studies.items():
             base_file = os.path.join(self.config["entries_dir"], f"{study.base}.yaml")
-            wanted = [(study.base, base_file, study.base_recipe)]
-            wanted += [(v.id, entry_ref(study, v.id), v.recipe) for v in study.runnable()]
-            for entry_id, file, recipe in wanted:
-                also = (base_file,) if file != base_file else ()
-                have = self.entries.get(entry_id)
-                if have is not None and config_hash(have.recipe) != config_hash(recipe):
-                    raise DawnpipeError(f"{path}: variant {entry_id!r} differs from the entry of that id another study or the config runs")
-                seeds = tuple(sorted({*(have.seeds if have else ()), *study.seeds}))
-                full = study.full_budget or (have.full_budget if have else False)
-                self.entries[entry_id] = replace(have, seeds=seeds, full_budget=full) if have else Entry(entry_id, file, recipe, seeds, full, also)
+            mapping = self.runs_as[name] = {}
+            for v in study.variants:
+                have = self.entries.get(v.id)
+                if have is not None and recipe_key(have.recipe) != recipe_key(v.recipe):
+                    raise DawnpipeError(f"{study.file}: variant {v.id!r} differs from the entry of that id another study or the config runs")
+                mapping[v.id] = runs_as.setdefault(recipe_key(v.recipe), v.id)
+                if mapping[v.id] == v.id:
+                    self._add(v.id, entry_ref(study, v.id), v.recipe, study, (base_file,))
+                else:
+                    self._add(mapping[v.id], None, None, study, ())
         return studies
+
+    def _add(self, entry_id: str, file: str | None, recipe: dict[str, Any] | None, study: Any, also: tuple[str, ...]) -> None:
+        """An entry a study runs, or more seeds (and whole curves) of one already there."""
+        from dataclasses import replace
+
+        have = self.entries.get(entry_id)
+        if have is None:
+            self.entries[entry_id] = Entry(entry_id, file, recipe, tuple(study.seeds), study.full_budget, also)
+            return
+        seeds = tuple(sorted({*have.seeds, *study.seeds}))
+        self.entries[entry_id] = replace(have, seeds=seeds, full_budget=have.full_budget or study.full_budget)
+
+    def shared_runs(self, name: str) -> dict[str, str]:
+        """Variants of study ``name`` whose runs are an entry's of another study
+        or of the config (variant id -> that entry), beyond what the study file
+        alone says (dawnpipe.studies.load_study's same_as)."""
+        study = self.studies[name]
+        own = {v.id: v.same_as or v.id for v in study.variants}
+        return {vid: e for vid, e in self.runs_as[name].items() if own[vid] != e}
 
     def stop_at_threshold(self, entry: str) -> bool:
         return bool(self.config["stop_at_threshold"]) and not self.entries[entry].full_budget
@@ -110,9 +152,10 @@ class Plan:
 
     # ------------------------------------------------------------ what runs
     def study_runs(self, name: str) -> list[str]:
-        """The run directories a study's summary reads (its base and the variants that run)."""
+        """The run directories a study's summary reads (its base's and each recipe's, wherever it runs)."""
         study = self.studies[name]
-        return [self.run_dir(e, s) for e in [study.base, *(v.id for v in study.runnable())] for s in study.seeds]
+        ran = dict.fromkeys([study.base, *self.runs_as[name].values()])
+        return [self.run_dir(e, s) for e in ran for s in study.seeds]
 
     def runs(self) -> list[tuple[str, int]]:
         return [(e.id, s) for e in self.entries.values() for s in e.seeds]

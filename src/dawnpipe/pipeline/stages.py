@@ -141,9 +141,11 @@ def run_settings_value(plan: Plan, job: Job) -> str:
 
 
 def entry_params(plan: Plan, job: Job) -> dict[str, list[str] | None]:
-    """DVC: every value of the entry file (the run's other settings are in its command)."""
-    # One file per item (DVC's foreach body lists the first item's): a study variant's is its study file.
-    return {_entry(plan, job).path: None}
+    """DVC: every value of the entry file (the run's other settings are in its
+    command); a study variant's is its resolved recipe (plan.VARIANT_PARAMS),
+    so it reruns when its base entry or its overrides change, and not when
+    another variant of its study does."""
+    return {_entry(plan, job).params_file: None}
 
 
 def no_params(plan: Plan, job: Job) -> dict[str, list[str] | None]:
@@ -158,9 +160,8 @@ def flops_value(plan: Plan, job: Job) -> str:
 def flops_params(plan: Plan, job: Job) -> dict[str, list[str] | None]:
     from dawnpipe.pipeline.plan import FLOPS_HYPERPARAMETERS, FLOPS_KEYS
 
-    entry = _entry(plan, job)
-    # the same keys for every item (DVC's foreach body lists the first item's): a study variant's base entry
-    return {(entry.also[0] if entry.also else entry.file): [*FLOPS_KEYS, *(f"hyperparameters.{k}" for k in FLOPS_HYPERPARAMETERS)]}
+    # the same keys for every item (DVC's foreach body lists the first item's); a variant's resolved recipe has them all
+    return {_entry(plan, job).params_file: [*FLOPS_KEYS, *(f"hyperparameters.{k}" for k in FLOPS_HYPERPARAMETERS)]}
 
 
 def prices_value(plan: Plan, job: Job) -> str:
@@ -256,7 +257,7 @@ def _train_args(plan: Plan, job: Job) -> list[str]:
 
 def _variant_entries_dir(plan: Plan, job: Job) -> str | None:
     """Where a study variant's base entry is (the config's entries_dir); None for an entry file."""
-    return plan.config["entries_dir"] if _entry(plan, job).also else None
+    return plan.config["entries_dir"] if _entry(plan, job).is_variant else None
 
 
 TRAIN = Stage(
@@ -599,6 +600,17 @@ REPORT = Stage(
     needs=Needs(mem_mb=2000, runtime_min=10),
 )
 
+
+def _study_value(plan: Plan, job: Job) -> str:
+    return plan.values_hash(plan.studies[job["study"]].doc)
+
+
+def _study_params(plan: Plan, job: Job) -> dict[str, list[str] | None]:
+    return {plan.studies[job["study"]].file: None}
+
+
+STUDY_FILE = (_study_value, _study_params)
+
 STUDY_STAGE = Stage(
     "study",
     "study",
@@ -616,6 +628,7 @@ STUDY_STAGE = Stage(
         Param("entries_dir"),
         "--runs",
         "results/runs",
+        Param("same_as"),
         "--json",
         Out("json"),
         "--html",
@@ -625,7 +638,11 @@ STUDY_STAGE = Stage(
     params={
         "study_file": lambda plan, job: plan.studies[job["study"]].file,
         "entries_dir": lambda plan, job: plan.config["entries_dir"],
+        # variants whose recipe runs as another study's or the config's entry: the summary reads that run directory
+        "same_as": lambda plan, job: [w for vid, e in plan.shared_runs(job["study"]).items() for w in ("--same-as", vid, e)],
     },
+    # the study file by value too: a new ladder or description summarizes again, a comment does not
+    values={"study": STUDY_FILE},
     config_keys=("config.studies_dir", "config.entries_dir"),
     needs=Needs(mem_mb=2000, runtime_min=10),
 )

@@ -59,6 +59,9 @@ def configure(p) -> None:
     summarize.add_argument("--study", type=Path, required=True, help="the study file")
     summarize.add_argument("--entries-dir", type=Path, default=Path("config/entries"), help="where the base entry is (default config/entries)")
     summarize.add_argument("--runs", type=Path, default=Path("results/runs"), help="the runs directory (<entry>/seed<k>/)")
+    summarize.add_argument(
+        "--same-as", action="append", nargs=2, metavar=("VARIANT", "ENTRY"), help="a variant whose runs are that entry's (the pipeline's; repeatable)"
+    )
     summarize.add_argument("--json", type=Path, required=True, help="output: the study's JSON")
     summarize.add_argument("--html", type=Path, required=True, help="output: the study's page")
 
@@ -102,6 +105,8 @@ def run_record(run_dir: Path, task, ladder: list[float]) -> dict[str, Any]:
         "final_held_out_accuracy": float(log[held].iloc[-1]) if held in log and len(log) else None,
         "epochs_run": int(epochs[-1]) if epochs else 0,
         "items_per_second": throughput,
+        "world_size": int(run.get("world_size", 1)),
+        "threads_per_process": int(run.get("threads_per_process", run["environment"]["threads"])),  # what the run used (run.json)
         "curve": {"hours": hours, "metric": metric, "train_loss": log["train_loss"].astype(float).tolist() if "train_loss" in log else []},
     }
 
@@ -227,7 +232,7 @@ def run(args) -> int:
     from dawnpipe.fileio import write_json, write_text
     from dawnpipe.studies import load_study
 
-    study = load_study(args.study, args.entries_dir)
+    study = load_study(args.study, args.entries_dir, dict(getattr(args, "same_as", None) or ()))
     if args.verb == "variants":
         print(json.dumps([{"id": v.id, "overrides": v.overrides, "same_as": v.same_as} for v in study.variants], indent=1))
         return 0

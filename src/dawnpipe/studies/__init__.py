@@ -10,7 +10,12 @@ derived from the base by dotted-field overrides, with readable, stable ids:
     combination     <base>+<trick>, then <base>+all    each trick added alone, then all
 
 A variant whose recipe equals the base's or an earlier variant's is not run
-again: it is recorded as the same as that one. Variants go through the same
+again: it is recorded as the same as that one. Across a configuration the
+pipeline goes further (dawnpipe.pipeline.plan): a variant equal to an entry
+of the configuration or to a variant of an earlier study runs once too, and
+the study stage passes that as ``same_as`` pairs to ``load_study``, so every
+study reads the one run directory. Recipes are equal when everything but
+their id and description is (``recipe_key``). Variants go through the same
 stages as any entry; their entry reference is ``<study file>#<variant id>``
 (dawnpipe.studies.load_entry_ref reads both kinds), so no generated entry
 file has to exist anywhere.
@@ -24,13 +29,15 @@ warm-up length of those variants. Off unless the study asks.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dawnpipe.entries import config_hash, load_entry, validate_entry
+from dawnpipe.entries import config_hash, fill_defaults, load_entry, validate_entry
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import read_yaml
 from dawnpipe.schemas import jsonschema_check
@@ -129,11 +136,16 @@ def design(doc: dict[str, Any], base: str) -> list[tuple[str, dict[str, Any]]]:
     return [*singles, (f"{base}+all", together)]
 
 
-def load_study(path: str | os.PathLike, entries_dir: str | os.PathLike) -> Study:
+def load_study(path: str | os.PathLike, entries_dir: str | os.PathLike, same_as: Mapping[str, str] | None = None) -> Study:
+    """The study of ``path`` and its variants. ``same_as``: variant id -> the
+    entry it runs as, where the configuration found an equal recipe outside
+    the study (dawnpipe.pipeline.plan.Plan.shared_runs)."""
     path = Path(path)
     source = str(path)
     doc = read_yaml(path)
-    jsonschema_check.check(doc, jsonschema_check.package_schema("study"), source)
+    schema = jsonschema_check.package_schema("study")
+    jsonschema_check.check(doc, schema, source)
+    doc = fill_defaults(doc, schema)  # continue_past_threshold: true when left out
     kind = doc["design"]
     needs = "factors" if kind in ("one-at-a-time", "factorial") else "tricks"
     if not doc.get(needs):
@@ -143,7 +155,7 @@ def load_study(path: str | os.PathLike, entries_dir: str | os.PathLike) -> Study
         raise DawnpipeError(f"{source}: field 'base': no entry {doc['base']!r} ({base_file} not found)")
     base = load_entry(base_file)
     study = Study(path.stem, source, doc, doc["base"], base)
-    seen = {config_hash(_comparable(base)): doc["base"]}
+    seen = {recipe_key(base): doc["base"]}
     for vid, overrides in design(doc, doc["base"]):
         raw = copy.deepcopy(read_yaml(base_file))
         for dotted, value in overrides.items():
@@ -151,14 +163,20 @@ def load_study(path: str | os.PathLike, entries_dir: str | os.PathLike) -> Study
         recipe = validate_entry(raw, f"{source}: variant {vid}")
         recipe = scaled(recipe, doc.get("lr_scaling"))
         recipe["id"] = vid
-        key = config_hash(_comparable(recipe))
+        key = recipe_key(recipe)
         study.variants.append(Variant(vid, overrides, recipe, same_as=seen.get(key)))
         seen.setdefault(key, vid)
+    for vid, other in (same_as or {}).items():
+        at = next((i for i, v in enumerate(study.variants) if v.id == vid), None)
+        if at is None:
+            raise DawnpipeError(f"{source}: same_as {vid}={other}: the study has no variant {vid!r}")
+        study.variants[at] = dataclasses.replace(study.variants[at], same_as=None if other == vid else other)
     return study
 
 
-def _comparable(recipe: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in recipe.items() if k not in ("id", "description")}
+def recipe_key(recipe: dict[str, Any]) -> str:
+    """Equal for recipes that train the same way: everything but the id and the description."""
+    return config_hash({k: v for k, v in recipe.items() if k not in ("id", "description")})
 
 
 def entry_ref(study: Study, variant: str) -> str:

@@ -13,7 +13,9 @@ time it lost (run.json ``result.interruptions``).
 
 An entry with ``distributed:`` (several processes) makes this command start
 them itself, with srun inside a Slurm allocation and torchrun elsewhere (see
-dawnpipe.train.distributed); ``--threads`` is then per process.
+dawnpipe.train.distributed); ``--threads`` is then per process. An entry's
+``threads`` field takes precedence over ``--threads`` (dawnpipe.train.cli.process_threads);
+run.json records the processes and threads the run used.
 """
 
 from __future__ import annotations
@@ -120,9 +122,10 @@ def run(args) -> int:
         rank = rank_from_env(os.environ, layout.world_size)
     if rank is None or rank.is_main:  # once: in the launcher, or in the process that trains alone
         check_entry(trainer, args.entry, entry)
+    threads, threads_from = process_threads(entry, args.threads, layout)
     if rank is None:  # not one of the ranks yet: start them, and let them write everything
         work_dir = args.work_dir or args.run_json.parent / ".work"
-        return run_launcher(layout, command_line(args), args.threads, label=f"{entry['id']} seed {settings['seed']}", ranks_dir=work_dir / "ranks")
+        return run_launcher(layout, command_line(args), threads, label=f"{entry['id']} seed {settings['seed']}", ranks_dir=work_dir / "ranks")
     data = prepared_dir(args.data, entry["task"])
     work_dir = args.work_dir or args.run_json.parent / ".work"
     work_dir.mkdir(parents=True, exist_ok=True)
@@ -131,12 +134,12 @@ def run(args) -> int:
     train = trainer.train
     extra = {"rank": rank} if rank.distributed else {}  # only the PyTorch trainer knows ranks
     if not rank.is_main:  # rank 0 samples the node's telemetry and writes every output
-        train(settings, data, outputs, threads=args.threads, resume=not args.no_resume, **extra)
+        train(settings, data, outputs, threads=threads, resume=not args.no_resume, **extra)
         return 0
     with telemetry.sampling(
         args.telemetry or args.run_json.parent / "telemetry.parquet", args.telemetry_interval, partial_path=work_dir / "telemetry.partial.parquet"
     ) as sampler:
-        summary = train(settings, data, outputs, threads=args.threads, resume=not args.no_resume, **extra)
+        summary = train(settings, data, outputs, threads=threads, resume=not args.no_resume, **extra)
     environment = {**base_environment(), **summary.pop("environment")}
     telemetry_record = telemetry.run_record(
         sampler, args.telemetry_interval, framework=entry["framework"], environment=environment, precision=entry["hyperparameters"]["precision"]
@@ -154,6 +157,10 @@ def run(args) -> int:
             "hardware_price_tag": entry["hardware"],
             "world_size": layout.world_size,
             "nodes": layout.nodes,
+            # what the run actually used: the framework's threads in (rank 0's) process, and where that number came from
+            "processes": layout.world_size,
+            "threads_per_process": environment["threads"],
+            "threads_from": threads_from,
             "threshold": settings["threshold"],
             "official_threshold": settings["official_threshold"],
             "demo_threshold": settings["demo_threshold"],
@@ -169,6 +176,22 @@ def run(args) -> int:
     )
     shutil.rmtree(work_dir, ignore_errors=True)  # resume state is only for unfinished runs
     return 0
+
+
+def process_threads(entry: dict, job_threads: int | None, layout: Layout) -> tuple[int | None, str]:
+    """The framework threads of each training process, and where the number
+    comes from: the entry's ``threads`` (a study varies it), else the job's
+    share (``--threads``: Snakemake's cores for the job, per process), else,
+    with several processes and no ``--threads`` (DVC), the cores this process
+    may use divided among the node's processes, else the framework's default
+    (every core)."""
+    if entry.get("threads"):
+        return int(entry["threads"]), "entry"
+    if job_threads:
+        return job_threads, "job"
+    if layout.world_size > 1:
+        return max(1, len(os.sched_getaffinity(0)) // layout.processes_per_node), "job"
+    return None, "framework default"
 
 
 def command_line(args) -> list[str]:
