@@ -131,3 +131,46 @@ def test_a_checkpoint_with_a_bad_field_is_named_before_a_model_is_built(tmp_path
     (line,) = proc.stderr.splitlines()
     assert line.startswith(f"bench/latency: error: {bad}: field '{field}': {says}"), line
     tm.load_checkpoint(good)  # the same file unchanged loads: the check is of the change
+
+
+def reader_checkpoint(path, **change):
+    """A SQuAD reader checkpoint as the trainer writes it (random weights, a tiny vocabulary)."""
+    from dawnpipe.models.squad_reader import build_reader
+    from dawnpipe.squad.text import TOKENIZER
+
+    words, chars = ["<pad>", "<unk>", "the", "a"], ["<pad>", "<unk>", "t", "h", "e"]
+    args = {"embedding_dim": 8, "char_dim": 4, "char_filters": 4, "hidden": 6, "layers": 1}
+    ckpt = {
+        "model": "drqa",
+        "model_args": args,
+        "reader": {"max_answer_tokens": 15},
+        "tokenizer": TOKENIZER,
+        "vocab_words": words,
+        "vocab_chars": chars,
+        "precision": "fp32",
+        "threshold": 0.75,
+        "state_dict": build_reader("drqa", len(words), len(chars), **args).state_dict(),
+    }
+    torch.save(ckpt | change, path)
+    return path
+
+
+@pytest.mark.parametrize(
+    "change, field, says",
+    [
+        ({"vocab_words": "the a"}, "vocab_words", "expected a list, got str 'the a'"),
+        ({"reader": {}}, "reader.max_answer_tokens", "missing"),
+        ({"precision": "fp8"}, "precision", "expected one of fp32, bf16, fp16, got str 'fp8'"),
+        ({"model_args": {"hiden": 6}}, "model_args", "model drqa: bad model_args (DrQAReader.__init__() got an unexpected keyword argument 'hiden')"),
+        ({"model_args": {"hidden": -6}}, "model_args", "model drqa: "),
+        ({"vocab_words": ["<pad>", "<unk>", "the"]}, "state_dict", "embedding.weight has shape (4, 8), not (3, 8)"),
+    ],
+)
+def test_a_reader_checkpoint_with_a_bad_field_is_named(tmp_path, change, field, says):
+    from dawnpipe.infer.squad_predictor import load_reader_checkpoint
+
+    bad = reader_checkpoint(tmp_path / "bad.pt", **change)
+    with pytest.raises(DawnpipeError) as raised:
+        load_reader_checkpoint(bad)
+    assert str(raised.value).startswith(f"{bad}: field '{field}': {says}"), str(raised.value)
+    assert load_reader_checkpoint(reader_checkpoint(tmp_path / "good.pt"))["model"] == "drqa"

@@ -32,10 +32,33 @@ from dawnpipe.models.squad_reader import best_spans, build_reader
 from dawnpipe.squad.text import TOKENIZER, Vocabulary, encode, pad_batch
 
 
+def load_reader_checkpoint(path: Path) -> dict[str, Any]:
+    """A SQuAD reader's checkpoint, its values checked (schemas/checkpoint.schema.yaml)
+    and its weights against the reader they describe (built on the meta
+    device): what is wrong is one line naming the file and the field."""
+    from dawnpipe.infer.torch_model import check_state_dict
+    from dawnpipe.schemas import jsonschema_check
+
+    ckpt = load_checkpoint(path)
+    if "state_dict" not in ckpt:
+        raise DawnpipeError(f"{path}: not a dawnpipe training checkpoint (missing state_dict)")
+    jsonschema_check.check({k: v for k, v in ckpt.items() if k != "state_dict"}, jsonschema_check.package_schema("checkpoint")["question"], str(path))
+    if ckpt["tokenizer"] != TOKENIZER:
+        raise DawnpipeError(f"{path}: field 'tokenizer': tokenised with {ckpt['tokenizer']!r}, this dawnpipe uses {TOKENIZER!r}")
+    try:
+        with torch.device("meta"):
+            want = build_reader(ckpt["model"], len(ckpt["vocab_words"]), len(ckpt["vocab_chars"]), **ckpt["model_args"]).state_dict()
+    except DawnpipeError as e:  # an unknown reader, or model_args it does not take
+        raise DawnpipeError(f"{path}: field '{'model' if 'unknown' in str(e) else 'model_args'}': {e}") from None
+    except (ValueError, RuntimeError) as e:  # model_args torch refuses (a negative size)
+        raise DawnpipeError(f"{path}: field 'model_args': model {ckpt['model']}: {str(e)[:200]}") from None
+    check_state_dict(ckpt["state_dict"], want, path, f"a {ckpt['model']} reader with this vocabulary and these model_args")
+    return ckpt
+
+
 def reader_predictor(ckpt: dict[str, Any], device: torch.device) -> tuple[Callable[[str, str], str], Callable[[list], list[str]]]:
-    """(a function (question, paragraph) -> answer text, a function [(question, paragraph), ...] -> their answers)."""
-    if ckpt.get("tokenizer") != TOKENIZER:
-        raise DawnpipeError(f"checkpoint tokenised with {ckpt.get('tokenizer')!r}, this dawnpipe uses {TOKENIZER!r}")
+    """(a function (question, paragraph) -> answer text, a function [(question, paragraph), ...] -> their answers),
+    for a checkpoint load_reader_checkpoint has checked."""
     vocab = Vocabulary(tuple(ckpt["vocab_words"]), tuple(ckpt["vocab_chars"]))
     model = build_reader(ckpt["model"], len(vocab.words), len(vocab.chars), **ckpt["model_args"])
     model.load_state_dict(ckpt["state_dict"])
@@ -84,7 +107,7 @@ def prepare(checkpoint: Path, *, device: str, threads: int, check_items: list | 
     dev = pick_device(device)
     notes: dict[str, Any] = {}
     with stopwatch(notes, "prepare_seconds"):
-        ckpt = load_checkpoint(checkpoint)
+        ckpt = load_reader_checkpoint(checkpoint)
         answer, answer_batch = reader_predictor(ckpt, dev)
     return Predictor(
         backend="eager",

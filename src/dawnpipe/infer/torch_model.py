@@ -64,7 +64,11 @@ def check_weights(ckpt: dict[str, Any], path: Path) -> None:
             want = build_model(ckpt["model"], in_channels=ckpt["in_channels"], num_classes=ckpt["num_classes"], **ckpt["model_args"]).state_dict()
     except (ValueError, TypeError, KeyError) as e:  # the zoo's own refusal (an unknown model, a depth that is not 6n+2)
         raise DawnpipeError(f"{path}: field 'model': {str(e).strip(chr(39))[:200]}") from None
-    have = ckpt["state_dict"]
+    check_state_dict(ckpt["state_dict"], want, path, f"a {ckpt['model']} with these model_args")
+
+
+def check_state_dict(have: Any, want: dict[str, torch.Tensor], path: Path, what: str) -> None:
+    """A checkpoint's state_dict against the one of the model it should load into (``want``), name for name and shape for shape."""
     if not isinstance(have, dict) or not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in have.items()):
         raise DawnpipeError(f"{path}: field 'state_dict': expected a mapping of names to tensors")
     problems = [f"missing {k}" for k in want if k not in have]
@@ -72,7 +76,7 @@ def check_weights(ckpt: dict[str, Any], path: Path) -> None:
     problems += [f"{k} has shape {tuple(have[k].shape)}, not {tuple(want[k].shape)}" for k in want if k in have and have[k].shape != want[k].shape]
     if problems:
         more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
-        raise DawnpipeError(f"{path}: field 'state_dict': {'; '.join(problems[:3])}{more}: not the weights of a {ckpt['model']} with these model_args")
+        raise DawnpipeError(f"{path}: field 'state_dict': {'; '.join(problems[:3])}{more}: not the weights of {what}")
 
 
 def checkpoint_facts(ckpt: dict[str, Any]) -> dict[str, Any]:
