@@ -401,3 +401,26 @@ def test_figures_are_finite_or_absent(tmp_path):
     for sub in report.submissions:
         for v in sub.figures.values():
             assert not (isinstance(v, float) and not math.isfinite(v))
+
+
+HUGE = 10**400  # JSON allows it; Python reads it exactly, and float() of it raises OverflowError
+
+
+@pytest.mark.parametrize(
+    "make, suffix, code, where",
+    [
+        (lambda r: write(r, "CIFAR10/inference/x.json", inference_meta(latency=HUGE)), "x.json", "json.not-finite", "field latency"),
+        (lambda r: train_pair(r, costPerHour=HUGE), ".json", "json.not-finite", "field costPerHour"),
+        (lambda r: train_pair(r, misc={"dawnpipe": {"timeToAccuracyHours": HUGE}}), ".json", "claim.type", "field misc.dawnpipe.timeToAccuracyHours"),
+        (lambda r: train_pair(r, misc={"dawnpipe": {"timeToAccuracyHours": 0.03, "threshold": HUGE}}), ".json", "claim.type", "field misc.dawnpipe.threshold"),
+    ],
+    ids=["inference-latency", "train-price", "claimed-time", "claimed-threshold"],
+)
+def test_a_whole_number_too_large_for_a_float_is_an_error_not_a_crash(tmp_path, make, suffix, code, where):
+    """Read as the infinity a float that large would be (1e400 already was):
+    an error on its field, the audit goes on (it stopped with exit 70)."""
+    make(tmp_path)
+    report = run(tmp_path)
+    found = [m for m in messages(report, suffix) if m.code == code]
+    assert found and found[0].severity == "error" and found[0].where == where, messages(report, suffix)
+    assert report.exit_code == 1

@@ -25,7 +25,8 @@ from dawnpipe.report.render import audit_view
 # DAWNPIPE_FUZZ_EXAMPLES=2000 for a longer search before a release.
 SETTINGS = settings(max_examples=int(os.environ.get("DAWNPIPE_FUZZ_EXAMPLES", "60")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
-json_scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=30)
+# whole numbers beyond what a float holds too: JSON allows them, float() of them overflows
+json_scalars = st.none() | st.booleans() | st.integers() | st.sampled_from([10**400, -(10**400), 2**64]) | st.floats() | st.text(max_size=30)
 json_values = st.recursive(json_scalars, lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=10), c, max_size=4), max_leaves=12)
 FIELDS = [
     "version",

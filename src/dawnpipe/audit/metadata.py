@@ -31,6 +31,13 @@ def _no_constants(name: str):
     raise _Reject(f"{name} is not a JSON number")
 
 
+def _whole_number(text: str) -> int | float:
+    """A JSON whole number: an int while a float holds it exactly, else the
+    float it is (infinity beyond 1e308, reported as too large like 1e400), so
+    that no later float() of a submission's value can overflow."""
+    return int(text) if len(text.lstrip("-")) <= 15 else float(text)
+
+
 def json_type(value: Any) -> str:
     if value is None:
         return "null"
@@ -65,7 +72,7 @@ def parse_json(text: str, f: FileAudit) -> dict[str, Any] | None:
         return dict(items)
 
     try:
-        doc = json.loads(text, object_pairs_hook=pairs, parse_constant=_no_constants)
+        doc = json.loads(text, object_pairs_hook=pairs, parse_constant=_no_constants, parse_int=_whole_number)
     except json.JSONDecodeError as e:
         f.add("error", "json.invalid", f"line {e.lineno}, column {e.colno}", f"not valid JSON: {e.msg}")
         return None
