@@ -35,7 +35,7 @@ _UNIQUE = itertools.count()
 NO_REAL_TASKS = {"fetch", "prepare"}
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-(10**30), 10**30) | st.floats(allow_nan=False) | st.text(max_size=20),
+    st.none() | st.booleans() | st.integers(-(10**30), 10**30) | st.sampled_from([10**400, 2**64]) | st.floats(allow_nan=False) | st.text(max_size=20),
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=4),
     max_leaves=20,
 )

@@ -250,3 +250,22 @@ def test_the_bench_scripts_read_their_entry_checked_in_one_line(tmp_path, script
         subprocess.run([sys.executable, str(ROOT / script), "--entry", str(deep)], capture_output=True, text=True, env=tool_env(), timeout=300)
     )
     assert line == f"{script.removesuffix('.py')}: error: {deep}: nested deeper than 64 levels; not read"
+
+
+@pytest.mark.parametrize("command", ["extract", "sensitivity"])
+def test_a_whole_number_beyond_what_a_float_holds_is_named(tmp_path, command):
+    """JSON has no limit on whole numbers; Python reads 10**400 as one, and the
+    first float() of it raised OverflowError (exit 70). The bounded reader
+    refuses whole numbers beyond 2**53 (beyond it JSON readers disagree),
+    naming the file and the field."""
+    run_dir = write_run(tmp_path / "r", [80.0, 91.0], threshold=90.0)
+    run_json = run_dir / "run.json"
+    run_json.write_text(run_json.read_text().replace('"threshold": 90.0', '"threshold": 1' + "0" * 400))
+    args = {
+        "extract": ["--log-parquet", str(run_dir / "train.parquet"), "--prices", str(ROOT / "config/prices.yaml")],
+        "sensitivity": [],
+    }[command]
+    proc = run_cli(command, "--tsv", str(run_dir / "train.tsv"), "--run-json", str(run_json), *args, "--out", str(tmp_path / "out.json"))
+    line = one_error_line(proc)
+    assert line == f"dawnpipe {command}: error: {run_json}: field 'threshold': a whole number beyond 2**53 (1000000000...); not read"
+    assert not (tmp_path / "out.json").exists()

@@ -216,6 +216,16 @@ def test_scaling_written_by_the_rcp_checker_itself_is_accepted(tmp_path):
     assert doc["results"][0]["errors"] == [] and doc["results"][0]["scaling_factor"] > 1.0
 
 
+def test_a_scaling_factor_beyond_what_a_float_holds_is_an_error(tmp_path):
+    folder = submission(tmp_path, "resnet", [{"minutes": m} for m in (30, 31, 32, 33, 34)])
+    scaling = folder / "results" / "sys1" / "resnet" / "scaling.json"
+    scaling.write_text('{"scaling_factor": 1' + "0" * 400 + "}")
+    _, doc = score(folder, expect_rc=1)
+    (r,) = doc["results"]
+    assert r["score_minutes"] is None and r["reason"] == "scaling.json cannot be read"
+    assert f"{scaling}: field 'scaling_factor': a whole number beyond 2**53 (1000000000...); not read" in r["errors"]
+
+
 def test_too_few_runs_and_a_missing_system_description_are_errors(tmp_path):
     folder = submission(tmp_path, "resnet", [{"minutes": m} for m in (30, 31, 32)])
     (folder / "systems" / "sys1.json").unlink()
