@@ -3,6 +3,7 @@
     dawnpipe fetch fashion-mnist --dest data/raw/fashion-mnist
     dawnpipe fetch fashion-mnist --dest DIR --source http://mirror/fashion/   # URL base
     dawnpipe fetch fashion-mnist --dest DIR --source /path/with/the/files     # local copy
+    dawnpipe fetch cifar10 --dest DIR --new-test [--new-test-source URL_OR_DIR]  # + CIFAR-10.1 v6
 
 Where the task lists local directories (the Debian package
 dataset-fashion-mnist for Fashion-MNIST), files are copied from there; else
@@ -21,13 +22,27 @@ from pathlib import Path
 
 from dawnpipe.argtypes import add_task_options, task_option
 from dawnpipe.data.files import source_directory
-from dawnpipe.errors import DawnpipeError
+from dawnpipe.data.new_test import RECORD, fetch_new_test, spec_of
+from dawnpipe.errors import DawnpipeError, UsageError
 from dawnpipe.fileio import read_yaml, write_json
 from dawnpipe.tasks import get_task
 
 
-def fetch(task_name: str, dest: Path, *, source: str | None = None, cache: Path | None = None, expect: Path | None = None) -> Path:
+def fetch(
+    task_name: str,
+    dest: Path,
+    *,
+    source: str | None = None,
+    cache: Path | None = None,
+    expect: Path | None = None,
+    new_test: bool = False,
+    new_test_source: str | None = None,
+) -> Path:
+    """``new_test``: also the task's new test set (dawnpipe.data.new_test),
+    from ``new_test_source`` or where its task file says."""
     task = get_task(task_name)
+    if new_test:
+        spec_of(task)  # a task without one: said before anything is fetched
     spec_data = dict(task.data)
     if expect is not None:  # a mirror of modified data (tests, private copies)
         override = read_yaml(Path(expect))
@@ -42,9 +57,10 @@ def fetch(task_name: str, dest: Path, *, source: str | None = None, cache: Path 
     cache_existed = cache.exists()
     try:
         files = task.data_kind.fetch(spec_data, dest, cache, source)
+        extra = {RECORD: fetch_new_test(task, dest, cache, new_test_source)} if new_test else {}
     finally:
         _remove_if_empty(cache, cache_existed)
-    write_json(dest / "fetch.json", {"task": task_name, "files": files})
+    write_json(dest / "fetch.json", {"task": task_name, "files": files, **extra})
     return dest
 
 
@@ -67,9 +83,13 @@ def configure(p) -> None:
     p.add_argument("--cache", type=Path, help="where partial downloads are kept between attempts (default: beside --dest)")
     add_task_options(p, what="source", dest="source_for", type=str, metavar="SOURCE")
     p.add_argument("--expect", type=Path, help="YAML with 'files: {name: {sha256, bytes}}' replacing the task's checksums (for modified mirrors)")
+    p.add_argument("--new-test", action="store_true", help="also the task's new test set (CIFAR-10.1 v6 for cifar10), for entries with new_test: true")
+    p.add_argument("--new-test-source", help="URL base or local directory/file to take the new test set from (default: where the task file says)")
 
 
 def run(args) -> int:
     source = args.source or task_option(args, "source_for", args.task)
-    fetch(args.task, args.dest, source=source, cache=args.cache, expect=args.expect)
+    if args.new_test_source and not args.new_test:
+        raise UsageError("--new-test-source needs --new-test")
+    fetch(args.task, args.dest, source=source, cache=args.cache, expect=args.expect, new_test=args.new_test, new_test_source=args.new_test_source)
     return 0

@@ -173,7 +173,7 @@ def fetch_files(files: dict[str, dict], dest: Path, cache: Path, source: str | N
         if final.exists():
             check = content_check(final, spec)
             if check.ok:
-                print(f"fetch: {name}: already present and verified")
+                print(f"fetch: {name}: already present ({'verified' if has_checksum(spec) else 'not verified: ' + no_checksum_note(name)})")
                 record[name] = {"origin": "already present", "sha256": check.sha256, "bytes": check.size}
                 continue
             print(f"fetch: {name}: existing file rejected ({check.reason}); fetching again")

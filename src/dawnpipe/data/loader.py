@@ -121,6 +121,34 @@ def held_out_split(prepared: Path, n: int) -> Split:
     return Split(images=images, labels=full.labels[total - n :], classes=full.classes, stats=full.stats)
 
 
+def new_test_split(prepared: Path, task_name: str) -> tuple[Split, dict]:
+    """The task's new test set as prepared (split ``new_test``) and what
+    manifest.json says of it (title, verified); one line when it was not fetched."""
+    manifest = read_json(Path(prepared) / "manifest.json")
+    if "new_test" not in manifest.get("splits", {}):
+        raise DawnpipeError(
+            f"{Path(prepared) / 'manifest.json'}: no new test set (the entry asks for one: new_test: true); "
+            f"fetch it with `dawnpipe fetch {task_name} --new-test` and prepare again (the pipeline does when an entry asks)"
+        )
+    return load_split(prepared, "new_test"), manifest.get("new_test", {})
+
+
+def evaluation_sets(prepared: Path, entry: dict) -> list[tuple[str, Split, dict]]:
+    """What every evaluation of ``entry`` is also scored on, besides the test
+    set: (log column prefix, items, what it is) for its held-out split (entry
+    field held_out) and its task's new test set (new_test)."""
+    from dawnpipe.runfiles import HELD_OUT_PREFIX, NEW_TEST_PREFIX
+
+    sets = []
+    held = held_out_size(entry)
+    if held:  # the training split's last items: never trained on
+        sets.append((HELD_OUT_PREFIX, held_out_split(prepared, held), {"title": f"held-out split (last {held} training items)", "verified": True}))
+    if entry.get("new_test"):
+        split, about = new_test_split(prepared, entry["task"])
+        sets.append((NEW_TEST_PREFIX, split, about))
+    return sets
+
+
 def _load_shards(prepared: Path, spec: dict) -> ShardedArray:
     shards = []
     for shard in spec["shards"]:

@@ -6,7 +6,8 @@
 Writes ``<split>_images.npy`` (uint8, N x H x W or N x H x W x C) and
 ``<split>_labels.npy`` (uint8 class ids) for every split, plus
 ``manifest.json`` with shapes, class counts and the sha256 of every array's
-content, so a later stage can prove it trains on what was verified.
+content, so a later stage can prove it trains on what was verified. A task's
+new test set, where fetch got it (``--new-test``), becomes split ``new_test``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from dawnpipe.argtypes import positive_int
+from dawnpipe.data.new_test import RECORD, SPLIT, prepare_new_test
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import read_json, write_json
 from dawnpipe.tasks import get_task
@@ -38,6 +40,11 @@ def prepare(task_name: str, raw: Path, out: Path, workers: int | None = None) ->
         if workers is not None and workers > 1:
             print(f"prepare: note: {task_name} ({kind.name}) is prepared in one process; --workers {workers} does not apply")
         manifest = kind.prepare(task, raw, out)
+    fetch_record = read_json(fetched)
+    if RECORD in fetch_record:  # fetched with --new-test: its own split beside the task's
+        side = tuple(manifest["splits"]["train"]["images"]["shape"][1:])
+        extra = prepare_new_test(task, raw, out, fetch_record[RECORD], side)
+        manifest = {**manifest, "splits": {**manifest["splits"], SPLIT: extra["split"]}, RECORD: extra["about"]}
     write_json(out / "manifest.json", {"task": task_name, **manifest})
     return out
 

@@ -135,6 +135,7 @@ def task_params(plan: Plan) -> dict[str, dict[str, Any]]:
             "sensitivity_ladder": c["sensitivity_ladders"].get(t),
             "data_source": c["data_sources"].get(t),
             "data_checksums": c["data_checksums"].get(t),
+            "new_test_source": c["new_test_sources"].get(t),
         }
         for t in plan.tasks()
     }

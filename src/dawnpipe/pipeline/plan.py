@@ -72,6 +72,7 @@ class Plan:
             recipe = load_entry(path)
             self.entries[entry_id] = Entry(entry_id, path, recipe, tuple(config["seeds"]))
         self.studies = self.add_studies()
+        self.check_new_test()
         if not self.entries:
             raise DawnpipeError(f"{self.config.where('entries')}: field 'entries': no entries and no studies: nothing to run")
         self.check_backends()
@@ -133,6 +134,16 @@ class Plan:
 
     def stop_at_threshold(self, entry: str) -> bool:
         return bool(self.config["stop_at_threshold"]) and not self.entries[entry].full_budget
+
+    def check_new_test(self) -> None:
+        """An entry asking for its task's new test set (new_test: true) needs a task that has one."""
+        for e in self.entries.values():
+            if e.recipe.get("new_test") and not self.task(e.task).data.get("new_test"):
+                raise DawnpipeError(f"{e.file}: field 'new_test': task {e.task} has no new test set (no data.new_test in {self.task(e.task).source})")
+
+    def wants_new_test(self, task: str) -> bool:
+        """Whether an entry of ``task`` asks for its new test set (so the fetch stage gets it)."""
+        return any(e.recipe.get("new_test") for e in self.entries.values() if e.task == task)
 
     def check_backends(self) -> None:
         """Every entry is answered by at least one of inference.backends, and every name there exists."""

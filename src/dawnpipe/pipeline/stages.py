@@ -206,6 +206,13 @@ def _fetch_args(plan: Plan, job: Job) -> list[str]:
     return words(("--source", plan.config["data_sources"].get(job["task"])))
 
 
+def _new_test_args(plan: Plan, job: Job) -> list[str]:
+    """The task's new test set too, where an entry asks for it (and where from, if the config says)."""
+    if not plan.wants_new_test(job["task"]):
+        return []
+    return ["--new-test", *words(("--new-test-source", plan.config["new_test_sources"].get(job["task"])))]
+
+
 def _checksums(plan: Plan, job: Job) -> list[str]:
     path = plan.config["data_checksums"].get(job["task"])
     return [path] if path else []
@@ -217,10 +224,10 @@ FETCH = Stage(
     TASK,
     inputs={"expect": Input(_checksums)},  # editing a checksum file fetches again
     outputs={"raw": Output("data/raw/{task}", directory=True)},
-    args=(Name("task"), "--dest", Out("raw"), "--cache", "data/.partial/{task}", Param("source"), Param("expect")),
+    args=(Name("task"), "--dest", Out("raw"), "--cache", "data/.partial/{task}", Param("source"), Param("expect"), Param("new_test")),
     log="results/logs/fetch/{task}.log",
-    params={"source": _fetch_args, "expect": lambda plan, job: [w for p in _checksums(plan, job) for w in ("--expect", p)]},
-    config_keys=("tasks.{task}.data_source", "tasks.{task}.data_checksums"),
+    params={"source": _fetch_args, "expect": lambda plan, job: [w for p in _checksums(plan, job) for w in ("--expect", p)], "new_test": _new_test_args},
+    config_keys=("tasks.{task}.data_source", "tasks.{task}.data_checksums", "tasks.{task}.new_test_source"),
     code=lambda plan: data_modules(plan),
     needs=Needs(mem_mb=1000, runtime_min=60),
 )

@@ -36,7 +36,7 @@ def runs_table(runs: list[dict[str, Any]]) -> pd.DataFrame:
         lat = r["latency"] or dict.fromkeys(
             ("backend", "threads", "accuracy", "latency_mean_ms", "latency_p50_ms", "latency_p90_ms", "latency_p99_ms", "cost_per_10k_usd")
         )
-        gen = r.get("generalization") or dict.fromkeys(("test", "held_out", "gap"))
+        gen = r.get("generalization") or dict.fromkeys(("test", "held_out", "gap", "new_test", "new_test_gap"))
         records.append(
             {
                 "entry": info["entry"],
@@ -68,6 +68,8 @@ def runs_table(runs: list[dict[str, Any]]) -> pd.DataFrame:
                 "test_metric_at_check": gen["test"],  # held-out split only: at the threshold checkpoint (else the last epoch)
                 "held_out_metric": gen["held_out"],
                 "generalization_gap": gen["gap"],
+                "new_test_metric": gen["new_test"],  # the task's new test set (CIFAR-10.1 for CIFAR-10), same checkpoint
+                "new_test_gap": gen["new_test_gap"],
                 "config_hash": info["config_hash"],
                 "git_commit": info["environment"]["git"]["commit"],
                 "cpu_model": info["environment"]["cpu_model"],

@@ -43,26 +43,36 @@ def load_latency(path: Path) -> dict[str, Any]:
 
 
 def generalization(run: dict[str, Any]) -> dict[str, Any] | None:
-    """Test against held-out accuracy of a run trained with a held-out split
-    (entry field held_out), at the checkpoint that first reached the threshold,
-    or at the last epoch when none did; None for a run without one.
-    gap = test - held-out, in points: positive where the test set flatters."""
-    from dawnpipe.runfiles import HELD_OUT_PREFIX
+    """Test against held-out accuracy of a run scored on a held-out split
+    (entry field held_out) and/or its task's new test set (new_test:
+    CIFAR-10.1 for CIFAR-10), at the checkpoint that first reached the
+    threshold, or at the last epoch when none did; None for a run with
+    neither. gap = test - held-out, in points: positive where the test set flatters."""
+    from dawnpipe.runfiles import HELD_OUT_PREFIX, NEW_TEST_PREFIX
     from dawnpipe.tasks import get_task
 
     column = get_task(run["run"]["task"]).metric_column
     log = run["log"]
-    if HELD_OUT_PREFIX + column not in log or log.empty:
+    held_col, new_col = HELD_OUT_PREFIX + column, NEW_TEST_PREFIX + column
+    if (held_col not in log and new_col not in log) or log.empty:
         return None
     tta = run["tta"]
     at = log[log["epoch"] == tta["epochs_to_accuracy"]] if tta["reached"] else log.iloc[0:0]
     row, where = (at.iloc[0], "threshold") if len(at) else (log.iloc[-1], "last epoch")
-    test, held = float(row[column]), float(row[HELD_OUT_PREFIX + column])
+    test = float(row[column])
+    held = float(row[held_col]) if held_col in log else None
+    new = float(row[new_col]) if new_col in log else None
+    result = run["run"].get("result", {})
     return {
         "at": where,
         "epoch": float(row["epoch"]),
         "test": test,
         "held_out": held,
-        "gap": test - held,
-        "items": run["run"].get("result", {}).get("held_out_items"),
+        "gap": test - held if held is not None else None,
+        "items": result.get("held_out_items") if held is not None else None,
+        "new_test": new,  # the task's new test set (new_test_<metric>), with its name and whether its files were verified
+        "new_test_gap": test - new if new is not None else None,
+        "new_test_items": result.get("new_test_items") if new is not None else None,
+        "new_test_title": (result.get("new_test") or {}).get("title") if new is not None else None,
+        "new_test_verified": (result.get("new_test") or {}).get("verified") if new is not None else None,
     }

@@ -38,13 +38,42 @@ PARQUET_COLUMNS = [
 
 
 def held_out_columns(settings: dict[str, Any]) -> tuple[str, ...]:
-    """The extra log column of an entry with a held-out split (none without one)."""
+    """The extra log columns of an entry: its metric on its held-out split
+    (held_out) and on its task's new test set (new_test); none without them."""
     from dawnpipe.data.loader import held_out_size
-    from dawnpipe.runfiles import HELD_OUT_PREFIX
+    from dawnpipe.runfiles import HELD_OUT_PREFIX, NEW_TEST_PREFIX
     from dawnpipe.tasks import get_task
 
     entry = settings["entry"]
-    return (HELD_OUT_PREFIX + get_task(entry["task"]).metric_column,) if held_out_size(entry) else ()
+    column = get_task(entry["task"]).metric_column
+    return (*((HELD_OUT_PREFIX + column,) if held_out_size(entry) else ()), *((NEW_TEST_PREFIX + column,) if entry.get("new_test") else ()))
+
+
+def extra_set_summary(sets: list[tuple[str, int, dict]]) -> dict[str, Any]:
+    """run.json's record of the extra evaluation sets: held_out_items, and the new test set's items, name and whether it was verified."""
+    from dawnpipe.runfiles import HELD_OUT_PREFIX, NEW_TEST_PREFIX
+
+    out: dict[str, Any] = {"held_out_items": 0}
+    for prefix, items, about in sets:
+        if prefix == HELD_OUT_PREFIX:
+            out["held_out_items"] = items
+        elif prefix == NEW_TEST_PREFIX:
+            out |= {"new_test_items": items, "new_test": {"title": about.get("title"), "verified": bool(about.get("verified"))}}
+    return out
+
+
+def extra_set_text(sets: list[tuple[str, int, dict]]) -> str:
+    """The extra evaluation sets in the run's first line; an unverified new test set says so."""
+    from dawnpipe.runfiles import HELD_OUT_PREFIX, NEW_TEST_PREFIX
+
+    words = []
+    for prefix, items, about in sets:
+        if prefix == HELD_OUT_PREFIX:
+            words.append(f", {items} held-out items")
+        elif prefix == NEW_TEST_PREFIX:
+            check = "" if about.get("verified") else " (NOT VERIFIED: no checksum of its files is known)"
+            words.append(f", {items} items of {about.get('title', 'the new test set')}{check}")
+    return "".join(words)
 
 
 class Logbook:

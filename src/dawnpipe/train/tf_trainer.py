@@ -40,14 +40,13 @@ from typing import Any
 import numpy as np
 
 from dawnpipe import tf_runtime
-from dawnpipe.data.loader import ShardedArray, Split, held_out_size, held_out_split, load_split
+from dawnpipe.data.loader import ShardedArray, Split, evaluation_sets, held_out_size, load_split
 from dawnpipe.entries import config_hash
 from dawnpipe.errors import DawnpipeError
-from dawnpipe.runfiles import HELD_OUT_PREFIX
 from dawnpipe.tasks import get_task
 from dawnpipe.train import EntryError, loop, naming_the_model
 from dawnpipe.train.interruptions import StopRequest
-from dawnpipe.train.logbook import Logbook, held_out_columns
+from dawnpipe.train.logbook import Logbook, extra_set_summary, extra_set_text, held_out_columns
 from dawnpipe.train.outputs import Outputs
 from dawnpipe.train.schedule import lr_at, steps_per_epoch
 
@@ -251,10 +250,8 @@ class KerasTrainer:
         train_split = load_split(data_dir, "train", settings["train_limit"], held_out=held)
         test_split = load_split(data_dir, "test", settings["test_limit"])
         check_supported(entry, train_split)
-        self.held = None
-        if held:  # the training split's last items: never trained on, scored at every evaluation
-            held_split = held_out_split(data_dir, held)
-            self.held = (as_nhwc(held_split.images), np.array(held_split.labels))
+        # the held-out split (never trained on) and the task's new test set, scored at every evaluation
+        self.extra_sets = [(prefix, as_nhwc(split.images), np.array(split.labels), about) for prefix, split, about in evaluation_sets(data_dir, entry)]
         train_np, test_np = as_nhwc(train_split.images), as_nhwc(test_split.images)
         self.test_labels = np.array(test_split.labels)
         mean, std = (list(train_split.stats["mean"]), list(train_split.stats["std"])) if train_split.stats else channel_stats(train_np)
@@ -293,7 +290,8 @@ class KerasTrainer:
         return (
             f"train: {s['entry']['id']} seed {s['seed']} on {env['device']} (TensorFlow {tf.__version__}, "
             f"{env['threads']} intra-op / {env['interop_threads']} inter-op threads): "
-            f"{self.n_train} training items, {self.test_x.shape[0]} test items, {hp['epochs']} epochs of {self.steps} steps, "
+            f"{self.n_train} training items, {self.test_x.shape[0]} test items{extra_set_text([(p, len(y), a) for p, _, y, a in self.extra_sets])}, "
+            f"{hp['epochs']} epochs of {self.steps} steps, "
             f"threshold {self.task.metric_column} >= {s['threshold']:g}" + (" (demo threshold)" if s["demo_threshold"] else "")
         )
 
@@ -321,13 +319,14 @@ class KerasTrainer:
 
     def evaluate(self) -> tuple[dict[str, float], float]:
         metrics, loss = evaluate(self.eval_logits, self.test_x, self.test_labels, self.hp, self.task.log_columns)
-        if self.held is not None:
-            column = self.task.metric_column
-            if not tf.is_tensor(self.held[0]):  # on the device once
+        column = self.task.metric_column
+        for i, (prefix, images, labels, about) in enumerate(self.extra_sets):
+            if not tf.is_tensor(images):  # on the device once
                 with tf.device(self.device):
-                    self.held = (tf.identity(tf.constant(self.held[0])), self.held[1])
-            held, _ = evaluate(self.eval_logits, self.held[0], self.held[1], self.hp, (column,))
-            metrics[HELD_OUT_PREFIX + column] = held[column]
+                    images = tf.identity(tf.constant(images))
+                self.extra_sets[i] = (prefix, images, labels, about)
+            extra, _ = evaluate(self.eval_logits, images, labels, self.hp, (column,))
+            metrics[prefix + column] = extra[column]
         return metrics, loss
 
     def save_state(self, path: Path, common: dict[str, Any]) -> None:
@@ -347,7 +346,7 @@ class KerasTrainer:
     def summary(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
         return {
             "train_items": self.n_train,
-            "held_out_items": 0 if self.held is None else len(self.held[1]),
+            **extra_set_summary([(prefix, len(labels), about) for prefix, _, labels, about in self.extra_sets]),
             "test_items": int(self.test_x.shape[0]),
             "environment": self.environment,
         }

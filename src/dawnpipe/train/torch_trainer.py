@@ -24,17 +24,16 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from dawnpipe.data.loader import held_out_size, held_out_split, load_split
+from dawnpipe.data.loader import evaluation_sets, held_out_size, load_split
 from dawnpipe.entries import config_hash
 from dawnpipe.models.torch_zoo import Normalizer, build_model
-from dawnpipe.runfiles import HELD_OUT_PREFIX
 from dawnpipe.tasks import get_task
 from dawnpipe.train import EntryError, loop, naming_the_model
 from dawnpipe.train import distributed as ddp
 from dawnpipe.train.data_source import device_images, draw_resized_crop, epoch_batches, image_stats, resized_crop
 from dawnpipe.train.distributed import SINGLE, Rank
 from dawnpipe.train.interruptions import StopRequest
-from dawnpipe.train.logbook import Logbook, held_out_columns
+from dawnpipe.train.logbook import Logbook, extra_set_summary, extra_set_text, held_out_columns
 from dawnpipe.train.outputs import Outputs
 from dawnpipe.train.schedule import lr_at, steps_per_epoch
 from dawnpipe.train.torch_base import TorchTrainer, autocast, build_optimizer, pick_device, seed_everything
@@ -162,10 +161,11 @@ class ImageTrainer(TorchTrainer):
         held = held_out_size(entry)
         train_split = load_split(data_dir, "train", settings["train_limit"], held_out=held)
         test_split = load_split(data_dir, "test", settings["test_limit"])
-        self.held_x = self.held_y = None
-        if held:  # the training split's last items: never trained on, scored at every evaluation
-            held_split = held_out_split(data_dir, held)
-            self.held_x, self.held_y = device_images(held_split, device), torch.from_numpy(np.array(held_split.labels)).to(device)
+        # the held-out split (never trained on) and the task's new test set, scored at every evaluation
+        self.extra_sets = [
+            (prefix, device_images(split, device), torch.from_numpy(np.array(split.labels)).to(device), about)
+            for prefix, split, about in evaluation_sets(data_dir, entry)
+        ]
         # in memory, or streamed from shards for ImageNet-sized sets (dawnpipe.train.data_source)
         self.train_x, self.train_y = device_images(train_split, device), torch.from_numpy(np.array(train_split.labels)).to(device)
         self.test_x, self.test_y = device_images(test_split, device), torch.from_numpy(np.array(test_split.labels)).to(device)
@@ -210,7 +210,8 @@ class ImageTrainer(TorchTrainer):
         return (
             f"train: {s['entry']['id']} seed {s['seed']} on {self.device} ({torch.get_num_threads()} threads"
             + (f" x {rank.world_size} processes, {rank.backend}" if rank.distributed else "")
-            + f"): {self.n_train} training items, {self.test_x.shape[0]} test items, {hp['epochs']} epochs of {self.steps} steps, "
+            + f"): {self.n_train} training items, {self.test_x.shape[0]} test items{extra_set_text([(p, int(y.shape[0]), a) for p, _, y, a in self.extra_sets])}, "
+            f"{hp['epochs']} epochs of {self.steps} steps, "
             f"threshold {self.task.metric_column} >= {s['threshold']:g}" + (" (demo threshold)" if s["demo_threshold"] else "")
         )
 
@@ -262,10 +263,10 @@ class ImageTrainer(TorchTrainer):
     def evaluate(self) -> tuple[dict[str, float], float]:
         ddp.sync_buffers(self.model, self.rank)
         metrics, loss = evaluate(self.model, self.test_x, self.test_y, self.normalize, self.hp, self.device, self.task.log_columns, self.rank)
-        if self.held_x is not None:
-            column = self.task.metric_column
-            held, _ = evaluate(self.model, self.held_x, self.held_y, self.normalize, self.hp, self.device, (column,), self.rank)
-            metrics[HELD_OUT_PREFIX + column] = held[column]
+        column = self.task.metric_column
+        for prefix, x, y, _ in self.extra_sets:
+            extra, _ = evaluate(self.model, x, y, self.normalize, self.hp, self.device, (column,), self.rank)
+            metrics[prefix + column] = extra[column]
         return metrics, loss
 
     def summary(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -275,7 +276,7 @@ class ImageTrainer(TorchTrainer):
             "world_size": self.rank.world_size,
             "distributed": ddp.layout_record(ddp.Layout.of(self.settings["entry"]), self.rank),
             "train_items": int(self.n_train),
-            "held_out_items": 0 if self.held_y is None else int(self.held_y.shape[0]),
+            **extra_set_summary([(prefix, int(y.shape[0]), about) for prefix, _, y, about in self.extra_sets]),
             "test_items": int(self.test_x.shape[0]),
             "environment": torch_environment(self.device),
         }
