@@ -102,6 +102,7 @@ def words(draw, root: Path, verb: str, action: argparse.Action):
         "threshold",
         "seconds",
         "finite_float",
+        "seed",
     )
     if wants_number:
         return draw(st.one_of(NUMBERS, NUMBERS, anything))

@@ -269,3 +269,15 @@ def test_a_whole_number_beyond_what_a_float_holds_is_named(tmp_path, command):
     line = one_error_line(proc)
     assert line == f"dawnpipe {command}: error: {run_json}: field 'threshold': a whole number beyond 2**53 (1000000000...); not read"
     assert not (tmp_path / "out.json").exists()
+
+
+@pytest.mark.parametrize("value", ["-1", str(2**32), "1" + "0" * 30, "0.5"])
+def test_a_seed_no_generator_takes_is_a_usage_error(tmp_path, value):
+    """A seed is a whole number 0..2**32-1 (numpy's and Keras' range; run.json
+    requires >= 0): -1 trained a run every later stage refused, and a seed of
+    10**30 stopped with exit 70 in torch.manual_seed."""
+    args = ["train", "--entry", str(ROOT / "config/entries/fastnet.yaml"), "--seed", value, "--data", str(tmp_path)]
+    args += ["--tsv", str(tmp_path / "t.tsv"), "--log-parquet", str(tmp_path / "t.parquet"), "--checkpoint", str(tmp_path / "m.pt")]
+    proc = run_cli(*args, "--run-json", str(tmp_path / "r.json"), "--threshold", "90")
+    line = one_error_line(proc, code=2)
+    assert line == f"dawnpipe train: error: argument --seed: expected a whole number from 0 to 4294967295, got {value!r}"

@@ -38,6 +38,20 @@ def positive_int(text: str, *, or_null: bool = False) -> int:
     return value
 
 
+SEED_LIMIT = 2**32  # numpy's and Keras' seeds are below it (torch's below 2**64)
+
+
+def seed(text: str) -> int:
+    """A random seed: a whole number every framework's generator takes (0 .. 2**32 - 1)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value < SEED_LIMIT:
+        raise argparse.ArgumentTypeError(f"expected a whole number from 0 to {SEED_LIMIT - 1}, got {text!r}")
+    return value
+
+
 def threshold(text: str) -> float:
     """A metric threshold: a finite number > 0 (NaN, infinity and 0 are no threshold)."""
     value = finite_float(text)

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from dawnpipe import telemetry
 from dawnpipe.argtypes import add_flag, add_task_options, optional_int, seconds, task_option
+from dawnpipe.argtypes import seed as seed_value
 from dawnpipe.argtypes import threshold as threshold_value
 from dawnpipe.data.loader import prepared_dir
 from dawnpipe.entries import config_hash, run_settings
@@ -46,7 +47,7 @@ def configure(p) -> None:
     p.add_argument(
         "--entries-dir", type=Path, default=None, help="where a study variant's base entry is (default: config/entries beside the study's directory)"
     )
-    p.add_argument("--seed", required=True, type=int, help="random seed of this run")
+    p.add_argument("--seed", required=True, type=seed_value, help="random seed of this run (0 .. 2**32 - 1)")
     p.add_argument("--data", required=True, type=Path, help="prepared data directory (with manifest.json), or a directory of them named by task")
     p.add_argument("--tsv", required=True, type=Path, help="output: DAWNBench v1 per-epoch TSV")
     p.add_argument("--log-parquet", required=True, type=Path, help="output: per-epoch Parquet log with every column")
