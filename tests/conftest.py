@@ -5,6 +5,7 @@ several end-to-end tests inspect (session scope: it trains real models)."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -29,14 +30,39 @@ def tool_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def without_own_script(html: str) -> str:
-    """The page minus dawnpipe's own embedded script, which must be there once
-    and be the only script: what is left may then be searched for injected ones."""
-    import re
+CHART_DATA = re.compile(r'<script type="application/json" class="chart-data">(.*?)</script>', re.S)
 
+
+def without_own_script(html: str) -> str:
+    """The page minus dawnpipe's own embedded scripts: the page's script (there
+    once), plotly.js and the chart script (once each where the page has a
+    chart, never otherwise) and the charts' JSON (which must hold no '<'):
+    what is left may then be searched for injected ones."""
     own = re.findall(r'<script id="dawnpipe-page">.*?</script>', html, re.S)
     assert len(own) == 1, f"{len(own)} copies of the page's own script"
-    return html.replace(own[0], "")
+    html = html.replace(own[0], "")
+    data = CHART_DATA.findall(html)
+    for name in ("plotly-js", "dawnpipe-charts"):
+        found = re.findall(rf'<script id="{name}">.*?</script>', html, re.S)
+        assert len(found) == (1 if data else 0), f"{len(found)} copies of script {name} in a page with {len(data)} charts"
+        html = html.replace(found[0], "") if found else html
+    assert not any("<" in d for d in data), "a chart's JSON holds '<'"
+    return CHART_DATA.sub("", html)
+
+
+def chart_specs(html: str) -> list[dict]:
+    """The figures (plotly's data and layout) of a page's charts, as its script
+    reads them, each checked against plotly.js's schema (the plotly package of
+    the same plotly.js version: an attribute plotly.js does not know fails here,
+    where the browser would silently ignore it)."""
+    import json
+
+    import plotly.graph_objects as go
+
+    specs = [json.loads(d) for d in CHART_DATA.findall(html)]
+    for spec in specs:
+        go.Figure(spec)  # ValueError naming the attribute
+    return specs
 
 
 def run_cli(*args: str, cwd: Path | None = None, check: bool = False, timeout: float = 600, env: dict | None = None) -> subprocess.CompletedProcess:

@@ -5,12 +5,13 @@ training time per task; every text escaped. Records come from the real
 
 from __future__ import annotations
 
+import json
 import re
 
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import without_own_script
+from conftest import CHART_DATA, chart_specs, without_own_script
 
 from dawnpipe import leaderboard
 from dawnpipe.fileio import write_parquet
@@ -20,9 +21,9 @@ from dawnpipe.infer.result import latency_record
 from dawnpipe.infer.summary import headline
 from dawnpipe.infer.throughput import measure_throughput
 from dawnpipe.infer.timing import time_items
+from dawnpipe.report.charts import histogram, scatter
 from dawnpipe.report.render import render_html
 from dawnpipe.report.rows import objective_rows
-from dawnpipe.report.svg import histogram, scatter
 from dawnpipe.tasks import get_task
 
 EVIL = '<script>alert("x")</script>'
@@ -165,8 +166,12 @@ def test_page_has_a_distribution_per_result_and_a_scatter_per_task(page):
     section = html[html.index('<h2 id="inference">') :]
     n_results = sum(len(r["latencies"]) for r in runs)
     assert section.count("latency per item (ms, log scale)") == n_results
-    scatter_svg = section[section.index("<svg") : section.index("</svg>")]
-    assert scatter_svg.count("<circle") == 3 + 2  # ranked results (int8 is below the threshold) + legend dots of their 2 backends
+    scatter_chart = chart_specs(section)[0]
+    assert scatter_chart["layout"]["title"]["text"] == "inference latency against training time"
+    # ranked results (int8 is below the threshold), one legend item per backend, each point naming its run
+    assert sorted(t["name"] for t in scatter_chart["data"]) == ["eager", "onnxruntime"]
+    assert sum(len(t["x"]) for t in scatter_chart["data"]) == 3
+    assert {h for t in scatter_chart["data"] for h in t["text"]} >= {"fastnet seed 1 (eager)", "fastnet seed 1 (onnxruntime)"}
     assert "below 90.0: not ranked" in section and "200 of 10000 items" in section and "built-in method" not in section
     assert "max |&Delta;| 1e-07 on 64 items" in section
 
@@ -193,14 +198,15 @@ def test_demo_threshold_is_labelled_in_the_chart_and_the_inference_section(tmp_p
     html = render_html(board, runs, [], config_name="test")
     inference = html[html.index('<h2 id="inference">') :]
     inference = inference[: inference.index("</table>")]
-    curve = next(svg for svg in re.findall(r"<svg.*?</svg>", html, re.S) if "accuracy against training time" in svg)
+    curve = next(c for c in chart_specs(html) if "accuracy against training time" in c["layout"]["title"]["text"])
+    lines = {t["name"]: t for t in curve["data"]}
     if demo:
-        assert f">threshold {threshold:g} (demo threshold)</text>" in curve
-        assert 'aria-label="Fashion-MNIST: accuracy against training time (demo threshold)"' in curve
+        assert f"threshold {threshold:g} (demo threshold)" in lines and lines[f"threshold {threshold:g} (demo threshold)"]["y"] == [threshold] * 2
+        assert 'aria-label="Fashion-MNIST: accuracy against training time (demo threshold)"' in html
         assert inference.count("demo threshold 90.0 (official 93.0)") == 2  # each result, ranked or not
         assert "below 90.0: not ranked" in inference
     else:
-        assert ">threshold 93</text>" in curve
+        assert lines["threshold 93"]["y"] == [93.0, 93.0]
         assert "demo threshold" not in html.lower()
 
 
@@ -208,13 +214,18 @@ def test_every_text_is_escaped(page):
     runs, board, html = page
     assert EVIL not in html and "&lt;script&gt;" in html
     assert not re.search(r"<script", without_own_script(html))
-    svg = scatter([(EVIL, EVIL, 1.0, 2.0)], x_label=EVIL, y_label=EVIL, title=EVIL) + histogram([1.0, 2.0], x_label=EVIL, marks=[(EVIL, 1.5)], title=EVIL)
-    assert "<script" not in svg and svg.count("&lt;script&gt;") >= 6
+    charts = scatter([(EVIL, EVIL, 1.0, 2.0)], x_label=EVIL, y_label=EVIL, title=EVIL) + histogram([1.0, 2.0], x_label=EVIL, marks=[(EVIL, 1.5)], title=EVIL)
+    assert "<script" not in CHART_DATA.sub("", charts)  # the figures' JSON (no '<' in it) aside
+    # in the figures, every text escaped for plotly, which decodes entities and renders a few tags
+    specs = chart_specs(str(charts))
+    texts = json.dumps(specs)
+    assert "<script" not in texts and texts.count("&lt;script&gt;") >= 6
+    assert specs[0]["layout"]["title"]["text"] == '&lt;script&gt;alert("x")&lt;/script&gt;'
 
 
 def test_histogram_counts_every_value_once():
     values = [0.1] * 5 + [1.0] * 3 + [10.0]
-    svg = histogram(values, x_label="ms", bins=10)
-    counts = [int(m) for m in re.findall(r"<title>(\d+) items in", svg)]
-    assert sum(counts) == len(values) and sorted(counts) == [1, 3, 5]
+    (spec,) = chart_specs(str(histogram(values, x_label="ms", bins=10)))
+    counts = [int(m) for h in spec["data"][0]["text"] for m in re.findall(r"^(\d+) items in", h)]
+    assert sum(counts) == len(values) and sorted(c for c in counts if c) == [1, 3, 5] and len(counts) == 10
     assert "no data" in histogram([], x_label="ms")

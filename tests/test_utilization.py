@@ -10,11 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import run_cli
+from conftest import CHART_DATA, chart_specs, run_cli
 
 from dawnpipe import leaderboard
 from dawnpipe.report import telemetry_sections
-from dawnpipe.report.svg import roofline_chart
+from dawnpipe.report.charts import roofline_chart
 from dawnpipe.tasks import get_task
 from dawnpipe.telemetry.sensitivity import ladder_for, rungs
 from dawnpipe.telemetry.utilization import utilization
@@ -224,8 +224,11 @@ def test_gpu_run_uses_the_datasheet_peak():
 
 # ------------------------------------------------------------------ report
 def test_roofline_escapes_labels():
-    svg = str(roofline_chart([("<script>alert(1)</script>", 10.0, 1e10)], [("fp32 peak <b>", 1e11, 1e10)], title="a&b"))
-    assert "<script>" not in svg and "&lt;script&gt;" in svg and "<b>" not in svg and 'aria-label="a&amp;b"' in svg
+    chart = str(roofline_chart([("<script>alert(1)</script>", 10.0, 1e10)], [("fp32 peak <b>", 1e11, 1e10)], title="a&b"))
+    assert "<script" not in CHART_DATA.sub("", chart) and 'aria-label="a&amp;b"' in chart
+    (spec,) = chart_specs(chart)
+    names = [t["name"] for t in spec["data"]]
+    assert names == ["fp32 peak &lt;b&gt;", "&lt;script&gt;alert(1)&lt;/script&gt;"] and spec["layout"]["title"]["text"] == "a&amp;b"
 
 
 def _sens(entry, seed, rungs_):

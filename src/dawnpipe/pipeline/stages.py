@@ -640,6 +640,8 @@ STUDY_STAGE = Stage(
         Out("json"),
         "--html",
         Out("html"),
+        "--prices",
+        Param("prices"),
     ),
     log="results/logs/study/{study}.log",
     params={
@@ -647,9 +649,10 @@ STUDY_STAGE = Stage(
         "entries_dir": lambda plan, job: plan.config["entries_dir"],
         # variants whose recipe runs as another study's or the config's entry: the summary reads that run directory
         "same_as": lambda plan, job: [w for vid, e in plan.shared_runs(job["study"]).items() for w in ("--same-as", vid, e)],
+        "prices": EXTRACT.params["prices"],  # the cost to accuracy of each variant
     },
     # the study file by value too: a new ladder or description summarizes again, a comment does not
-    values={"study": STUDY_FILE},
+    values={"prices": PRICES, "study": STUDY_FILE},
     config_keys=("config.studies_dir", "config.entries_dir"),
     needs=Needs(mem_mb=2000, runtime_min=10),
 )

@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 from markupsafe import Markup
 
-from dawnpipe.report.svg import histogram, scatter, time_axis
+from dawnpipe.report.charts import histogram, scatter, time_axis
 
 
 def latency_distribution(result: dict[str, Any]) -> Markup:

@@ -18,9 +18,9 @@ from dawnpipe.display import format_hours, format_ms, format_usd
 from dawnpipe.mlperf.rows import PREFIX as MLPERF_PREFIX
 from dawnpipe.mlperf.rows import task_view
 from dawnpipe.report import telemetry_sections
+from dawnpipe.report.charts import line_chart, time_axis, with_scripts
 from dawnpipe.report.latency_views import latency_against_training, latency_distribution
 from dawnpipe.report.scaling import wants_section as wants_scaling
-from dawnpipe.report.svg import line_chart, time_axis
 from dawnpipe.tasks import all_tasks, leaderboard_order
 
 
@@ -108,7 +108,10 @@ def curves_by_task(runs: list[dict[str, Any]]) -> dict[str, Any]:
         task = tasks[name]
         mine = [r for r in runs if r["run"]["task"] == name]
         label, factor = time_axis(max(float(r["log"]["hours"].max()) for r in mine))
-        series = [(f"{r['run']['entry']} s{r['run']['seed']}", (r["log"]["hours"] * factor).tolist(), r["log"][task.metric_column].tolist()) for r in mine]
+        series = [
+            (f"{r['run']['entry']} seed {r['run']['seed']}", (r["log"]["hours"] * factor).tolist(), r["log"][task.metric_column].tolist(), r["run"]["entry"])
+            for r in mine
+        ]
         thresholds = sorted({r["run"]["threshold"] for r in mine})
         demo = " (demo threshold)" if any(r["run"]["demo_threshold"] for r in mine) else ""
         charts[name] = line_chart(
@@ -168,7 +171,8 @@ def render_html(board: dict[str, Any], runs: list[dict[str, Any]], stability: li
     ctx["summary"] = best_per_table(ctx["task_groups"])
     ctx.update(telemetry_sections.context(runs))
     ctx["sections"] = [{"template": name} for name, wanted in SECTIONS if wanted(ctx)]
-    return _env().get_template("leaderboard.html.j2").render(**ctx)
+    # plotly.js and the script drawing the charts, once, when the page has a chart
+    return with_scripts(_env().get_template("leaderboard.html.j2").render(**ctx))
 
 
 def audit_view(report) -> dict[str, Any]:

@@ -95,7 +95,7 @@ def _ratio(base: float | None, value: float | None) -> float | None:
 
 def chart(study: dict[str, Any]):
     """Speed-up against world size, with the linear ideal."""
-    from dawnpipe.report.svg import line_chart
+    from dawnpipe.report.charts import line_chart
 
     pts = study["points"]
     ws = [p["world_size"] for p in pts]

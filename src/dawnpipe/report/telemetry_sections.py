@@ -12,7 +12,7 @@ import statistics
 from typing import Any
 
 from dawnpipe.display import format_hours, format_joules
-from dawnpipe.report.svg import line_chart, roofline_chart, time_axis
+from dawnpipe.report.charts import line_chart, roofline_chart, time_axis
 from dawnpipe.tasks import all_tasks
 
 
