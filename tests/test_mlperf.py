@@ -427,6 +427,23 @@ def test_a_log_the_rcp_checker_cannot_read_is_named(tmp_path, key, change, says)
     assert r["score_minutes"] == pytest.approx(32.0)
 
 
+def test_a_result_file_that_cannot_be_read_is_one_dropped_run(tmp_path):
+    """A dangling symbolic link, a FIFO, /dev/zero named result_*.txt: each one
+    dropped run with its reason; the command goes on (a dangling link stopped
+    it, every other result unscored)."""
+    folder = submission(tmp_path, "resnet", [{"minutes": m} for m in (30, 31, 32, 33)])
+    bench = folder / "results" / "sys1" / "resnet"
+    (bench / "result_4.txt").symlink_to(tmp_path / "nowhere")
+    other = submission(tmp_path / "o", "resnet", [{"minutes": m} for m in (30, 31, 32, 33)])
+    os.mkfifo(other / "results" / "sys1" / "resnet" / "result_4.txt")
+    (other / "results" / "sys1" / "resnet" / "result_5.txt").symlink_to("/dev/zero")
+    _, doc = score(folder, other, expect_rc=1)
+    first, second = doc["results"]
+    assert first["runs"][4]["messages"] == ["cannot be read: No such file or directory"] and first["score_minutes"] == pytest.approx(32.0)
+    assert [r["messages"] for r in second["runs"][4:]] == [["not a regular file"], ["not a regular file"]]
+    assert second["score_minutes"] is None and second["reason"] == "2 of 6 runs failed the compliance check; at most 1 may be dropped"
+
+
 def test_a_100_mb_log_is_not_read(tmp_path):
     folder = hostile(tmp_path, "huge", b"")
     huge = folder / "results" / "sys1" / "resnet" / "result_4.txt"

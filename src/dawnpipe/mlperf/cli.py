@@ -65,7 +65,7 @@ def run_line(run) -> str:
     """One run under its result's row: minutes, run_stop status, the two verdicts."""
     minutes = f"{run.minutes:.3f} min" if run.minutes is not None else "none"
     verdicts = f"{'compliant' if run.compliant else 'dropped'}, {'converged' if run.converged else 'not converged'}"
-    return f"{'':<9}{run.file:<30} {minutes:>14}  {run.status or 'no run_stop':<11} {verdicts}"
+    return f"{'':<9}{run.file:<30} {minutes:>14}  {run.status or ('no run_stop' if run.read else 'not read'):<11} {verdicts}"
 
 
 def as_json(results, ruleset: str) -> dict[str, Any]:

@@ -166,7 +166,11 @@ def rcp_bypass(system_dir: Path, folder: Path, result: Result) -> bool:
 def check_runs(files: list[Path], ruleset: str, max_bytes: int) -> list[Run]:
     runs = []
     for path in files:
-        size = path.stat().st_size
+        try:
+            size = path.stat().st_size  # through a symbolic link, as reading would
+        except OSError as e:  # a dangling link, a file removed meanwhile
+            runs.append(Run(path.name, None, None, False, False, [f"cannot be read: {e.strerror or e}"], read=False))
+            continue
         if not path.is_file() or size > max_bytes:
             why = "not a regular file" if not path.is_file() else f"{size:,} bytes, over the {max_bytes:,}-byte cap (--max-bytes); not read"
             runs.append(Run(path.name, None, None, False, False, [why], read=False))
