@@ -281,3 +281,17 @@ def test_a_seed_no_generator_takes_is_a_usage_error(tmp_path, value):
     proc = run_cli(*args, "--run-json", str(tmp_path / "r.json"), "--threshold", "90")
     line = one_error_line(proc, code=2)
     assert line == f"dawnpipe train: error: argument --seed: expected a whole number from 0 to 4294967295, got {value!r}"
+
+
+@pytest.mark.parametrize("text", ["config: [1]\nconfig_files: [config/config.yaml]\n", "config_files: [config/config.yaml]\nconfig: &a [*a]\n", "[1, 2]\n"])
+def test_a_hand_edited_params_yaml_is_named_by_the_dvc_check(tmp_path, text):
+    """`dawnpipe pipeline dvc --check` says how params.yaml differs from what
+    it would write; a params.yaml whose recorded config is not a mapping (or
+    not YAML it can read) stopped it with exit 70 (AttributeError)."""
+    from conftest import copy_project
+
+    proj = copy_project(tmp_path / "proj")
+    (proj / "params.yaml").write_text(text)
+    proc = run_cli("pipeline", "dvc", "--check", "--config", "config/test.yaml", cwd=proj)
+    line = one_error_line(proc)
+    assert line.startswith("dawnpipe pipeline: error: dvc.yaml and params.yaml out of date with config/config.yaml + config/test.yaml (params.yaml"), line

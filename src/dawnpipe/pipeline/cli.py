@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from dawnpipe.errors import DawnpipeError, UsageError
-from dawnpipe.fileio import read_yaml, write_text
+from dawnpipe.fileio import load_yaml_text, read_yaml, write_text
 
 
 def configure(p) -> None:
@@ -92,9 +92,12 @@ def what_changed(path: Path, wanted: str, config) -> str:
     old_text = path.read_text(encoding="utf-8")
     if path.name == "params.yaml":
         try:
-            old = (yaml.safe_load(old_text) or {}).get("config") or {}
-        except (yaml.YAMLError, AttributeError):
-            old = {}
+            doc = load_yaml_text(old_text, path)  # bounded, as every YAML dawnpipe reads
+        except DawnpipeError as e:
+            return str(e)
+        old = doc.get("config") if isinstance(doc, dict) else None
+        if not isinstance(old, dict):
+            return f"{path}: field 'config': not a mapping of config keys"
         keys = sorted(k for k in {*old, *config.values} if old.get(k) != config.values.get(k))
         if keys:
             return "changed: " + ", ".join(f"{k} {old.get(k)!r} -> {config.values.get(k)!r}" for k in keys[:3])
