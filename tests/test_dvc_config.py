@@ -132,7 +132,7 @@ def test_every_config_gives_a_valid_dvc_pipeline(tmp_path, config):
         "stability",
         "export_submissions",
         "report",
-    } | ({"study"} if resolved["studies"] else set())
+    } | ({"study"} if resolved["studies"] else set()) | ({"dawnbench"} if resolved["dawnbench_entries"]["source"] else set())
     plan = Plan(resolved)
     assert len([s for s in stages if s.name.startswith("train@")]) == len(plan.runs())
     outs = {PurePosixPath(str(o.def_path)) for s in stages for o in s.outs}

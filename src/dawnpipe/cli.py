@@ -18,6 +18,7 @@ from dawnpipe.errors import DawnpipeError, UsageError, missing_package
 # command -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "fetch": ("dawnpipe.data.fetch", "download or copy a task's raw data and verify its checksums"),
+    "dawnbench": ("dawnpipe.data.dawnbench", "fetch the public DAWNBench entries repository's archive, verify it and unpack it safely"),
     "prepare": ("dawnpipe.data.prepare", "decode raw data into memory-mappable uint8 arrays + manifest"),
     "train": ("dawnpipe.train.cli", "train one entry with one seed; per-epoch TSV/Parquet log"),
     "extract": ("dawnpipe.extract", "time-to-accuracy, epochs and cost of one run"),

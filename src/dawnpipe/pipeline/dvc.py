@@ -44,7 +44,9 @@ HEADER = """\
 
 
 def jobs(stage: Stage, plan: Plan) -> list[tuple[str, Job]]:
-    """(DVC item key, names) of every job of a stage."""
+    """(DVC item key, names) of every job of a stage (none where the configuration has not the stage)."""
+    if stage.when is not None and not stage.when(plan):
+        return []
     if stage.per == TASK:
         return [(t, {"task": t}) for t in plan.tasks()]
     if stage.per == ENTRY:

@@ -125,6 +125,9 @@ class Stage:
     needs: Needs = Needs()
     env: str | Callable[[Plan, Job], str] = "report"  # envs/<env>.yaml for --sdm conda
     benchmark: str | None = None  # Snakemake's benchmark file (timed stages)
+    # whether the configuration has this stage at all (None: always); DVC writes no stage without,
+    # Snakemake's rule stays defined (it runs only when its output is asked for)
+    when: Callable[[Plan], bool] | None = None
 
 
 # -------------------------------------------------------------- shared values
@@ -504,6 +507,39 @@ STABILITY = Stage(
 )
 
 EXPORT_DIR = "results/submissions"
+DAWNBENCH_DIR = "data/dawnbench/entries"
+
+
+def _dawnbench_wanted(plan: Plan) -> bool:
+    return bool(plan.config["dawnbench_entries"]["source"])
+
+
+def _dawnbench_local(plan: Plan, job: Job) -> list[str]:
+    """A local archive is an input (a new copy refetches); a URL is not a file."""
+    from dawnpipe.data.files import is_url
+
+    source = plan.config["dawnbench_entries"]["source"]
+    return [source] if source and not is_url(source) else []
+
+
+# The public DAWNBench entries (config dawnbench_entries): the archive of the
+# entries repository, verified when a sha256 is given, unpacked safely; the
+# report ranks them as one more submission directory.
+DAWNBENCH = Stage(
+    "dawnbench",
+    "dawnbench",
+    ONCE,
+    inputs={"archive": Input(_dawnbench_local)},
+    outputs={"entries": Output(DAWNBENCH_DIR, directory=True), "record": Output("data/dawnbench/fetch.json")},
+    args=("--dest", Out("entries"), "--record", Out("record"), "--cache", "data/.partial/dawnbench", Param("source")),
+    log="results/logs/dawnbench.log",
+    params={
+        "source": lambda plan, job: words(("--source", plan.config["dawnbench_entries"]["source"]), ("--sha256", plan.config["dawnbench_entries"]["sha256"]))
+    },
+    config_keys=("config.dawnbench_entries",),
+    needs=Needs(mem_mb=1000, runtime_min=30),
+    when=_dawnbench_wanted,
+)
 
 
 def _all_runs(name: str) -> Input:
@@ -536,12 +572,17 @@ def _files_in_dirs(key: str):
     return lambda plan, job: _dir_files(plan.config[key])
 
 
+def _submission_dirs(plan: Plan) -> list[str]:
+    """The config's submission_dirs, and the public DAWNBench entries where the config fetches them."""
+    return [*plan.config["submission_dirs"], *([DAWNBENCH_DIR] if _dawnbench_wanted(plan) else [])]
+
+
 def _dir_files(dirs: list[str]) -> list[str]:
     import os
 
     inputs = []
     for d in dirs:
-        if os.path.normpath(d) == EXPORT_DIR or not os.path.isdir(d):
+        if os.path.normpath(d) in (EXPORT_DIR, DAWNBENCH_DIR) or not os.path.isdir(d):
             inputs.append(d)  # made by a stage, or reported missing
             continue
         for root, dirs, files in os.walk(d):
@@ -563,7 +604,7 @@ REPORT = Stage(
         "utilization": _all_runs("utilization.json"),
         "sensitivity": _all_runs("sensitivity.json"),
         # DVC compares a directory by content: the directories themselves
-        "submissions": Input(_files_in_dirs("submission_dirs"), dvc=lambda plan, job: list(plan.config["submission_dirs"])),
+        "submissions": Input(lambda plan, job: _dir_files(_submission_dirs(plan)), dvc=lambda plan, job: _submission_dirs(plan)),
         "mlperf": Input(_files_in_dirs("mlperf_dirs"), dvc=lambda plan, job: list(plan.config["mlperf_dirs"])),
         "audit_rules": Input(lambda plan, job: list(plan.config["audit_rules"])),
         "studies": Input(lambda plan, job: [f"results/studies/{s}.json" for s in plan.studies]),  # linked from the page
@@ -598,7 +639,7 @@ REPORT = Stage(
     params={
         "runs": EXPORT.params["runs"],
         "name": lambda plan, job: plan.config["name"],
-        "submissions": lambda plan, job: ["--submissions", *plan.config["submission_dirs"]],
+        "submissions": lambda plan, job: ["--submissions", *_submission_dirs(plan)],
         "mlperf": lambda plan, job: ["--mlperf", *plan.config["mlperf_dirs"], "--mlperf-ruleset", plan.config["mlperf_ruleset"]],
         "rules": lambda plan, job: [w for p in plan.config["audit_rules"] for w in ("--rules", p)],
         "studies": lambda plan, job: ["--studies", *(f"results/studies/{s}.json" for s in plan.studies)] if plan.studies else [],
@@ -657,4 +698,4 @@ STUDY_STAGE = Stage(
     needs=Needs(mem_mb=2000, runtime_min=10),
 )
 
-STAGES: tuple[Stage, ...] = (FETCH, PREPARE, TRAIN, EXTRACT, INFER, FLOPS_STAGE, UTILIZATION, SENSITIVITY, STABILITY, EXPORT, REPORT, STUDY_STAGE)
+STAGES: tuple[Stage, ...] = (FETCH, PREPARE, TRAIN, EXTRACT, INFER, FLOPS_STAGE, UTILIZATION, SENSITIVITY, STABILITY, EXPORT, DAWNBENCH, REPORT, STUDY_STAGE)
