@@ -92,6 +92,16 @@ def drawn_charts(page) -> list[dict]:
     return page.eval_on_selector_all("div.chart", CHARTS)
 
 
+def hover_label(page, chart, point) -> str:
+    """The hover label plotly shows with the pointer on ``point`` of ``chart``."""
+    chart.scroll_into_view_if_needed()
+    box = point.bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    hover = chart.locator(".hoverlayer .hovertext")
+    hover.first.wait_for(timeout=5000)
+    return hover.first.text_content()
+
+
 def assert_drawn(c: dict) -> None:
     assert c["drawn"] and c["height"] > 50 and c["traces"] > 0, f"chart {c['title']!r} not drawn: {c}"
 
@@ -138,13 +148,7 @@ def test_the_page_of_a_real_run_works_in_a_real_browser(test_workflow):
 
         # the accuracy chart: the pointer on a point names its run (entry, seed) and its value
         curve = page.locator('div.chart[aria-label*="accuracy against training time"]').first
-        curve.scroll_into_view_if_needed()
-        point = curve.locator(".scatterlayer .trace path.point").first
-        box = point.bounding_box()
-        page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-        hover = curve.locator(".hoverlayer .hovertext")
-        hover.first.wait_for(timeout=5000)
-        label = hover.first.text_content()
+        label = hover_label(page, curve, curve.locator(".scatterlayer .trace path.point").first)
         assert "seed" in label and ("fastnet" in label or "resnet" in label) and "accuracy" in label, label
         # its legend: a click hides the first series, a second click shows it again
         lines = curve.locator(".scatterlayer .trace")
@@ -280,13 +284,7 @@ def test_a_scaling_study_page_draws_its_figures(tmp_path):
         charts = draw_every_chart(page)
         assert len(charts) == 4  # accuracy, training loss, speed-ups, cost against time
         speedups = page.locator('div.chart[aria-label*="Speed-up per epoch"]')
-        speedups.scroll_into_view_if_needed()
-        point = speedups.locator(".scatterlayer .trace path.point").last
-        box = point.bounding_box()
-        page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-        hover = speedups.locator(".hoverlayer .hovertext")
-        hover.first.wait_for(timeout=5000)
-        assert "4 processes (base+procs=4)" in hover.first.text_content()
+        assert "4 processes (base+procs=4)" in hover_label(page, speedups, speedups.locator(".scatterlayer .trace path.point").last)
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "study-scaling.png"), full_page=True)
         assert browser.errors == [] and browser.outside == []

@@ -19,27 +19,18 @@ archive's sha256, whether it was verified and the files unpacked per task.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from pathlib import Path
 
 from dawnpipe.data.archive import unpack
 from dawnpipe.data.download import download
-from dawnpipe.data.files import is_url
+from dawnpipe.data.files import content_check, is_url
 from dawnpipe.errors import DawnpipeError, UsageError
 from dawnpipe.fileio import write_json
 
 URL = "https://github.com/stanford-futuredata/dawn-bench-entries/archive/refs/heads/master.zip"
 TASK_DIRS = ("CIFAR10", "ImageNet", "SQuAD")
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
-
-
-def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 20):
-            h.update(block)
-    return h.hexdigest()
 
 
 def fetch_archive(source: str, cache: Path) -> Path:
@@ -63,11 +54,12 @@ def fetch_entries(source: str, dest: Path, record: Path, *, sha256: str | None =
     record.unlink(missing_ok=True)  # the mark of a verified, unpacked destination: gone until this run wrote one
     cache = cache or dest.parent / f".{dest.name}.partial"
     archive = fetch_archive(source, cache)
-    digest = sha256_of(archive)
-    if sha256 is not None and digest != sha256:
+    check = content_check(archive, {"sha256": sha256, "raw": True})  # the data sets' check, of the archive's bytes
+    digest = check.sha256
+    if not check.ok:
         if archive.parent == cache:
             archive.unlink()  # a wrong download is not kept to resume from
-        raise DawnpipeError(f"{source}: sha256 {digest}, expected {sha256} (dawnbench_entries.sha256); nothing was unpacked")
+        raise DawnpipeError(f"{source}: {check.reason} (dawnbench_entries.sha256); nothing was unpacked")
     files = unpack(archive, dest)
     per_task = {t: sum(f.startswith(f"{t}/") for f in files) for t in TASK_DIRS}
     if not any(per_task.values()):
