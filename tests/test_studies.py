@@ -10,6 +10,7 @@ import json
 import statistics
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 from conftest import ROOT, copy_project, run_cli, run_snakemake
@@ -122,6 +123,19 @@ def test_the_tiny_study_end_to_end(tmp_path):
         assert v["median_time_to_accuracy_hours"]["70.0"] == pytest.approx(medians[v["id"]], abs=1e-9)
     for v in doc["variants"]:
         assert v["speedup"]["70.0"] == pytest.approx(medians["smoke-fastnet"] / medians[v["id"]], rel=1e-5)
+        # seconds per epoch: the median over seeds of each run's median epoch (train.parquet's training clock);
+        # cost: the median time x the price the extract stage used (time_to_accuracy.json's usd_per_hour)
+        ran = v["same_as"] or v["id"]
+        logs = [pd.read_parquet(project / f"results/runs/{ran}/seed{s}/train.parquet") for s in (0, 1)]
+        assert v["median_seconds_per_epoch"] == pytest.approx(statistics.median(statistics.median(log["epoch_train_seconds"]) for log in logs))
+        price = json.loads((project / f"results/runs/{ran}/seed0/time_to_accuracy.json").read_text())["usd_per_hour"]
+        assert price and v["median_cost_to_accuracy_usd"]["70.0"] == pytest.approx(medians[v["id"]] * price, rel=1e-6)
+    assert doc["figure"] == "batch-size"  # three batch sizes
+    # test-threads varies threads and the layout: the scaling figure, drawn from its real runs
+    threads_doc = json.loads((project / "results/studies/test-threads.json").read_text())
+    threads_page = (project / "results/studies/test-threads.html").read_text()
+    assert threads_doc["figure"] == "scaling" and "Speed-up per epoch against speed-up to" in threads_page
+    assert all(v["median_seconds_per_epoch"] and v["epoch_speedup"] for v in threads_doc["variants"])
     html = (project / "results/studies/test-batch.html").read_text()
     assert "smoke-fastnet+batch=128" in html and 'class="chart-data"' in html and "run once" in html
     for run_json in (project / "results/runs").glob("*/seed*/run.json"):  # whole curves: every run went on past the threshold
