@@ -4,6 +4,8 @@ carry without any other change; a malformed table is named with its field."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import yaml
 from conftest import ROOT
@@ -45,7 +47,16 @@ def test_a_new_objective_is_one_entry_of_the_table(with_wall_time):
     assert table["title"] == "Wall time to accuracy" and table["columns"] == {"epochs": "Epochs"}
     board.update(generated="now", config="test")
     html = render_html(board, runs, [], config_name="test")
-    assert "<h3>Wall time to accuracy <span" in html and "<th>Epochs</th>" in html and '<td class="num">0:01:12</td>' in html
+    # the page gives the new objective its own section (title, its column, its rows in rank
+    # order with the rounded value and the exact one on hover) and a line of the summary
+    section = re.search(r'<section id="fashion-mnist-train_wall_time-90\.0">(.*?)</section>', html, re.S).group(1)
+    assert section.startswith("\n<h3>Wall time to accuracy <span")
+    header = re.search(r"<thead><tr>(.*?)</tr></thead>", section).group(1)
+    assert re.findall(r"<th>(.*?)</th>", header) == ["Rank", "Wall time to accuracy", "Model", "Author", "Hardware", "Framework", "Epochs", "Date", "Source"]
+    cells = [re.findall(r"<td[^>]*>(.*?)</td>", row) for row in re.findall(r"<tr>(<td.*?)</tr>", section, re.S)]
+    assert [(c[0], c[1], c[6]) for c in cells] == [("1", "0:01:12", "3"), ("2", "0:01:48", "3")]
+    assert 'title="0.02 hours">0:01:12</td>' in section and 'title="0.03 hours">0:01:48</td>' in section
+    assert '<a href="#fashion-mnist-train_wall_time-90.0">Wall time to accuracy</a>' in html
 
 
 def test_the_shipped_table_is_the_four_objectives_and_energy():
