@@ -78,6 +78,20 @@ def test_a_bad_layer_is_named_with_its_field(tmp_path, text, message):
     assert str(raised.value).startswith(f"{bad}: ") and message in str(raised.value)
 
 
+def test_a_seed_train_cannot_take_is_refused_by_the_config_not_the_train_job(tmp_path):
+    """train --seed takes 0 .. 2**32 - 1 (numpy's and Keras' range); a larger seed in a
+    config is one line naming the file and the field before any job, the largest is kept."""
+    largest = 2**32 - 1
+    proj = project(tmp_path)
+    (proj / "config/seeds.yaml").write_text(f"seeds: [0, {largest}]\n")
+    proc = run_cli("pipeline", "config", "--config", "config/seeds.yaml", cwd=proj, check=True)
+    assert yaml.safe_load(proc.stdout)["seeds"] == [0, 4294967295]
+    (proj / "config/seeds.yaml").write_text(f"seeds: [0, {largest + 1}]\n")
+    proc = run_cli("pipeline", "config", "--config", "config/seeds.yaml", cwd=proj)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.splitlines() == ["dawnpipe pipeline: error: config/seeds.yaml: field 'seeds.1': expected a number <= 4294967295, got int 4294967296"]
+
+
 def test_a_misspelt_task_under_thresholds_is_an_error_not_silence(tmp_path):
     proj = project(tmp_path)
     (proj / "config/typo.yaml").write_text("thresholds: {fashion-mnis: 70.0}\n")

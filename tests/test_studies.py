@@ -71,6 +71,8 @@ def test_a_variant_equal_to_the_base_or_another_runs_once_and_the_rule_scales_th
         ({"design": "diagonal"}, "field 'design'"),
         ({"design": "one-at-a-time", "factors": {"a": {"x": {"hyperparameters.batch_size": 32}}}, "colour": 1}, "colour"),
         ({"design": "lesion"}, "field 'tricks': the lesion design needs at least one"),
+        # train --seed takes 0 .. 2**32 - 1: a larger seed is the study's error, not the train job's
+        ({"design": "lesion", "tricks": {"t": {"hyperparameters.nesterov": False}}, "seeds": [0, 2**32]}, "field 'seeds.1': expected a number <= 4294967295"),
         ({"design": "one-at-a-time", "factors": {"a": {"x y": {"hyperparameters.batch_size": 32}}}}, "field 'factors.a'"),
         ({"design": "one-at-a-time", "base": "nope", "factors": {"a": {"x": {"hyperparameters.batch_size": 32}}}}, "field 'base': no entry 'nope'"),
         (
