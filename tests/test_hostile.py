@@ -295,3 +295,45 @@ def test_a_hand_edited_params_yaml_is_named_by_the_dvc_check(tmp_path, text):
     proc = run_cli("pipeline", "dvc", "--check", "--config", "config/test.yaml", cwd=proj)
     line = one_error_line(proc)
     assert line.startswith("dawnpipe pipeline: error: dvc.yaml and params.yaml out of date with config/config.yaml + config/test.yaml (params.yaml"), line
+
+
+@pytest.mark.parametrize(
+    "change, says",
+    [
+        ({"drop": "hours"}, "missing column(s) hours"),
+        ({"top1Accuracy": "high"}, "column top1Accuracy"),
+        ({"epoch_train_seconds": "12"}, "column epoch_train_seconds"),
+        ({"bytes": b"PAR1 not really"}, "not a readable Parquet file"),
+    ],
+)
+def test_a_malformed_parquet_log_is_named_by_the_report_and_the_study_summary(tmp_path, change, says):
+    """The leaderboard (``--runs``) and a study's summary read every run's
+    train.parquet through the same check as the extract and utilization
+    stages (dawnpipe.logs.read_run_parquet): a log with a column missing or
+    of the wrong type, or no Parquet at all, is one line naming the file and
+    the column; it was a KeyError or a ValueError (exit 70) or, for a log
+    without the wall clock, accepted."""
+    import pandas as pd
+    from submission_factory import run_dir
+
+    run = run_dir(tmp_path / "results", "smoke-fastnet", 0)
+    log = tmp_path / "results/runs/smoke-fastnet/seed0/train.parquet"
+    if "bytes" in change:
+        log.write_bytes(change["bytes"])
+    else:
+        frame = pd.read_parquet(log)
+        frame = frame.drop(columns=[change["drop"]]) if "drop" in change else frame.assign(**change)
+        frame.to_parquet(log, index=False)
+    proc = run_cli("leaderboard", "--runs", str(run), "--json", str(tmp_path / "lb.json"))
+    assert one_error_line(proc).startswith(f"dawnpipe leaderboard: error: {log}: {says}"), proc.stderr
+    assert not (tmp_path / "lb.json").exists()
+    study = tmp_path / "study.yaml"
+    study.write_text(
+        yaml.safe_dump(
+            {"base": "smoke-fastnet", "seeds": [0], "ladder": [70.0], "design": "lesion", "tricks": {"nesterov": {"hyperparameters.nesterov": False}}}
+        )
+    )
+    args = ["study", "summarize", "--study", str(study), "--entries-dir", str(ROOT / "config/entries/smoke"), "--runs", str(tmp_path / "results/runs")]
+    proc = run_cli(*args, "--json", str(tmp_path / "s.json"), "--html", str(tmp_path / "s.html"))
+    assert one_error_line(proc).startswith(f"dawnpipe study: error: {log}: {says}"), proc.stderr
+    assert not (tmp_path / "s.json").exists()

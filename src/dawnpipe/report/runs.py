@@ -7,11 +7,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.infer.summary import headline
+from dawnpipe.logs import read_run_parquet
 from dawnpipe.runfiles import latency_files, read_run_file
+from dawnpipe.tasks import get_task
+
+# Columns of train.parquet the report reads beyond the task's metric and the
+# clocks (the frameworks and scaling sections); every trainer writes them.
+LOG_COLUMNS = ("epoch_train_seconds", "items_per_second")
 
 
 def load_run(run_dir: Path) -> dict[str, Any]:
@@ -20,11 +24,13 @@ def load_run(run_dir: Path) -> dict[str, Any]:
     if missing:
         raise DawnpipeError(f"{run_dir}: missing {', '.join(missing)} (did the train/extract stages run?)")
     latencies = sorted((load_latency(p) for p in latency_files(run_dir)), key=lambda r: r["latency_mean_ms"])
+    info = read_run_file(run_dir / "run.json", "run_complete")
     run = {
         "dir": run_dir,
-        "run": read_run_file(run_dir / "run.json", "run_complete"),
+        "run": info,
         "tta": read_run_file(run_dir / "time_to_accuracy.json", "time_to_accuracy"),
-        "log": pd.read_parquet(run_dir / "train.parquet"),
+        # checked as the extract stage checks it, with what the report's sections read of it
+        "log": read_run_parquet(run_dir / "train.parquet", get_task(info["task"]), LOG_COLUMNS),
         "latencies": latencies,  # every inference result, one per backend (fastest first)
         "latency": headline(latencies),  # the run's headline among them (dawnpipe.infer.summary)
         **{
@@ -49,7 +55,6 @@ def generalization(run: dict[str, Any]) -> dict[str, Any] | None:
     threshold, or at the last epoch when none did; None for a run with
     neither. gap = test - held-out, in points: positive where the test set flatters."""
     from dawnpipe.runfiles import HELD_OUT_PREFIX, NEW_TEST_PREFIX
-    from dawnpipe.tasks import get_task
 
     column = get_task(run["run"]["task"]).metric_column
     log = run["log"]

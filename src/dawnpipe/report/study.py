@@ -95,15 +95,15 @@ def cov(values: list[float]) -> float | None:
 
 
 def run_record(run_dir: Path, task, ladder: list[float]) -> dict[str, Any]:
-    import pandas as pd
-
+    from dawnpipe.logs import read_run_parquet
     from dawnpipe.runfiles import HELD_OUT_PREFIX, read_run_file
     from dawnpipe.tta import time_to_accuracy
 
     for name in ("train.parquet", "run.json"):
         if not (run_dir / name).is_file():
             raise DawnpipeError(f"{run_dir}: missing {name} (did the train stage run?)")
-    log = pd.read_parquet(run_dir / "train.parquet")
+    # checked as the extract stage checks it, with the columns read below (every trainer writes them)
+    log = read_run_parquet(run_dir / "train.parquet", task, ("epoch_train_seconds", "train_loss"))
     run = read_run_file(run_dir / "run.json", "run_complete")
     metric = log[task.metric_column].astype(float).tolist()
     epochs, hours = log["epoch"].astype(float).tolist(), log["hours"].astype(float).tolist()
@@ -111,7 +111,7 @@ def run_record(run_dir: Path, task, ladder: list[float]) -> dict[str, Any]:
     held = HELD_OUT_PREFIX + task.metric_column
     items = run.get("result", {}).get("train_items")
     throughput = items * epochs[-1] / (hours[-1] * 3600.0) if items and hours and hours[-1] > 0 else None
-    epoch_seconds = log["epoch_train_seconds"].astype(float).tolist() if "epoch_train_seconds" in log else []
+    epoch_seconds = log["epoch_train_seconds"].astype(float).tolist()
     return {
         "seed": int(run["seed"]),
         "time_to_accuracy_hours": {t: r.hours for t, r in reached.items()},
@@ -127,7 +127,7 @@ def run_record(run_dir: Path, task, ladder: list[float]) -> dict[str, Any]:
         "nodes": int(run.get("nodes", 1)),
         "world_size": int(run.get("world_size", 1)),
         "threads_per_process": int(run.get("threads_per_process", run["environment"]["threads"])),  # what the run used (run.json)
-        "curve": {"hours": hours, "metric": metric, "train_loss": log["train_loss"].astype(float).tolist() if "train_loss" in log else []},
+        "curve": {"hours": hours, "metric": metric, "train_loss": log["train_loss"].astype(float).tolist()},
     }
 
 
