@@ -337,3 +337,38 @@ def test_a_malformed_parquet_log_is_named_by_the_report_and_the_study_summary(tm
     proc = run_cli(*args, "--json", str(tmp_path / "s.json"), "--html", str(tmp_path / "s.html"))
     assert one_error_line(proc).startswith(f"dawnpipe study: error: {log}: {says}"), proc.stderr
     assert not (tmp_path / "s.json").exists()
+
+
+EVIL = "evil\x1b[2J\x1b]0;pwned\x07"  # clears the screen and retitles the terminal when printed raw
+EVIL_SHOWN = "evil\\x1b[2J\\x1b]0;pwned\\x07"  # terminal_safe's escapes, written out by hand
+
+
+def shown_escaped(proc) -> str:
+    """The command's whole terminal output, checked to hold no control character but its line ends."""
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, proc.stderr
+    assert not [c for c in out if (ord(c) < 0x20 and c not in "\n\t") or 0x7F <= ord(c) < 0xA0], out
+    return out
+
+
+def test_question_ids_of_a_downloaded_squad_file_reach_the_terminal_escaped(tmp_path):
+    """prepare squad names an example question whose answer is not where its
+    answer_start says, and one whose answer covers no token: their ids are the
+    downloaded file's text, printed with control characters escaped."""
+    from squad_synth import write_squad_files
+
+    raw = tmp_path / "raw"
+    paths = write_squad_files(raw)
+    for path in paths.values():
+        doc = json.loads(path.read_text())
+        qas = doc["data"][0]["paragraphs"][0]["qas"]
+        context = doc["data"][0]["paragraphs"][0]["context"]
+        qas[0]["id"], qas[0]["answers"][0]["answer_start"] = f"moved-{EVIL}", qas[0]["answers"][0]["answer_start"] + 1
+        space = context.index(" ")
+        qas[1]["id"], qas[1]["answers"] = f"space-{EVIL}", [{"text": " ", "answer_start": space}]
+        path.write_text(json.dumps(doc))
+    (raw / "fetch.json").write_text(json.dumps({"task": "squad", "files": {}}))
+    out = shown_escaped(run_cli("prepare", "squad", "--raw", str(raw), "--out", str(tmp_path / "prepared")))
+    for path in paths.values():
+        assert f"prepare: note: {path}: 1 questions whose first answer is not at its answer_start (e.g. id moved-{EVIL_SHOWN})" in out, out
+        assert f"prepare: note: {path}: 1 answers cover no token (e.g. id space-{EVIL_SHOWN})" in out, out

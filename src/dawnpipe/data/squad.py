@@ -30,6 +30,7 @@ import numpy as np
 
 from dawnpipe.data.arrays import load_array, save_array
 from dawnpipe.data.files import fetch_files
+from dawnpipe.display import terminal_safe
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import read_json, write_json
 from dawnpipe.progress import progress
@@ -75,7 +76,8 @@ def fetch_squad(spec_data: dict, dest: Path, cache: Path, source: str | None) ->
             path.unlink(missing_ok=True)  # verified bytes, but not data a later stage can use
             raise
         record[name].update(version=doc["version"], articles=len(doc["data"]), questions=questions)
-        print(f"fetch: {name}: SQuAD v{doc['version']}, {len(doc['data'])} articles, {questions} questions")
+        # the downloaded file's own text, shown escaped (a question id or version with an escape sequence)
+        print(terminal_safe(f"fetch: {name}: SQuAD v{doc['version']}, {len(doc['data'])} articles, {questions} questions"))
     return record
 
 
@@ -166,11 +168,13 @@ def encode_split(path: Path, data: TokenisedSplit, vocab: Vocabulary, split: str
     notes = {"answer_start_mismatch": mismatched[:20], "answer_start_mismatches": len(mismatched), "unaligned_answers": len(unaligned) + len(mismatched)}
     if mismatched:
         print(
-            f"prepare: note: {path}: {len(mismatched)} questions whose first answer is not at its answer_start "
-            f"(e.g. id {mismatched[0]}); they are evaluated but not trained on"
+            terminal_safe(
+                f"prepare: note: {path}: {len(mismatched)} questions whose first answer is not at its answer_start "
+                f"(e.g. id {mismatched[0]}); they are evaluated but not trained on"
+            )
         )
     if unaligned:
-        print(f"prepare: note: {path}: {len(unaligned)} answers cover no token (e.g. id {unaligned[0]})")
+        print(terminal_safe(f"prepare: note: {path}: {len(unaligned)} answers cover no token (e.g. id {unaligned[0]})"))
     return arrays, notes
 
 
