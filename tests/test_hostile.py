@@ -351,6 +351,66 @@ def shown_escaped(proc) -> str:
     return out
 
 
+def test_text_of_a_runs_files_reaches_the_terminal_escaped(tmp_path):
+    """run.json, flops.json and a checkpoint's run reach a user through dvc
+    pull or a colleague: the entry (and a device name, a reason) they hold is
+    printed by the extract, sensitivity, utilization and infer stages with
+    its control characters escaped, like the auditor's output."""
+    import pandas as pd
+    from infer_fixtures import make_checkpoint, make_prepared, make_run_json, random_items
+
+    env = {"threads": 2, "cpu_model": f"cpu {EVIL}", "device": "cpu"}
+    settings = {"entry": {"hyperparameters": {"precision": "fp32"}}}
+    run_dir = write_run(tmp_path / "run", [80.0, 91.0], threshold=90.0, entry=EVIL, environment=env, settings=settings)
+    args = ["--tsv", str(run_dir / "train.tsv"), "--run-json", str(run_dir / "run.json")]
+    out = shown_escaped(
+        run_cli(
+            "extract", *args, "--log-parquet", str(run_dir / "train.parquet"), "--prices", str(ROOT / "config/prices.yaml"), "--out", str(tmp_path / "tta.json")
+        )
+    )
+    assert out.startswith(f"extract: {EVIL_SHOWN} seed 0: reached at epoch 2")
+    out = shown_escaped(run_cli("sensitivity", *args, "--ladder", "85", "--out", str(tmp_path / "s.json")))
+    assert out.startswith(f"sensitivity: {EVIL_SHOWN} seed 0: 85: 72.0 s (epoch 2)")
+
+    log = pd.read_parquet(run_dir / "train.parquet").assign(eval_seconds=1.0, epoch_train_seconds=36.0, items_per_second=1000.0)
+    log.to_parquet(run_dir / "train.parquet", index=False)
+    flops = tmp_path / "flops.json"
+    flops.write_text(json.dumps({"entry": EVIL, "counted": False, "reason": f"not counted: {EVIL}"}))
+    out = shown_escaped(run_cli(*utilization_args(run_dir, flops)))
+    assert out.startswith(f"utilization: {EVIL_SHOWN} seed 0: FLOPs not counted (not counted: {EVIL_SHOWN})"), out
+
+    images, labels = random_items(40, seed=3)
+    data = make_prepared(tmp_path / "prepared", images, labels)
+    run_json = make_run_json(tmp_path / "infer" / "run.json", threshold=1.0, entry=EVIL)
+    proc = run_cli(
+        "infer",
+        "--backend",
+        "eager",
+        "--checkpoint",
+        str(make_checkpoint(tmp_path / "model.pt", epoch=4, reached=True)),
+        "--run-json",
+        str(run_json),
+        "--data",
+        str(data),
+        "--prices",
+        str(ROOT / "config/prices.yaml"),
+        "--out",
+        str(tmp_path / "infer" / "eager.json"),
+        "--items-parquet",
+        str(tmp_path / "infer" / "eager.parquet"),
+        "--warmup",
+        "2",
+        "--throughput-batches",
+        "1",
+        "--throughput-seconds",
+        "0.05",
+    )
+    out = shown_escaped(proc)
+    lines = [line for line in out.splitlines() if line.startswith("infer: ")]
+    assert lines and all(line.startswith(f"infer: {EVIL_SHOWN} seed 0") or line.startswith("infer: eager ready") for line in lines), lines
+    assert f"infer {EVIL_SHOWN} s0 eager" in out  # the progress line
+
+
 def test_question_ids_of_a_downloaded_squad_file_reach_the_terminal_escaped(tmp_path):
     """prepare squad names an example question whose answer is not where its
     answer_start says, and one whose answer covers no token: their ids are the
@@ -372,3 +432,13 @@ def test_question_ids_of_a_downloaded_squad_file_reach_the_terminal_escaped(tmp_
     for path in paths.values():
         assert f"prepare: note: {path}: 1 questions whose first answer is not at its answer_start (e.g. id moved-{EVIL_SHOWN})" in out, out
         assert f"prepare: note: {path}: 1 answers cover no token (e.g. id space-{EVIL_SHOWN})" in out, out
+
+
+def test_the_new_test_sets_title_from_a_manifest_reaches_the_runs_first_line_escaped():
+    """The train stage's first line names the new test set as the prepared
+    data's manifest.json does (a directory from dvc pull): escaped."""
+    from dawnpipe.runfiles import NEW_TEST_PREFIX
+    from dawnpipe.train.logbook import extra_set_text
+
+    text = extra_set_text([(NEW_TEST_PREFIX, 2000, {"title": f"CIFAR-10.1 {EVIL}", "verified": False})])
+    assert text == f", 2000 items of CIFAR-10.1 {EVIL_SHOWN} (NOT VERIFIED: no checksum of its files is known)"

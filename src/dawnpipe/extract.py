@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from dawnpipe.display import terminal_safe
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import write_json
 from dawnpipe.logs import read_run_parquet, read_run_tsv
@@ -86,12 +87,10 @@ def run(args) -> int:
     record = extract(args.tsv, args.log_parquet, args.run_json, args.prices)
     write_json(args.out, record)
     status = "reached" if record["reached"] else "DID NOT CONVERGE"
-    print(
-        f"extract: {record['entry']} seed {record['seed']}: {status}"
-        + (
-            f" at epoch {record['epochs_to_accuracy']:g} after {record['time_to_accuracy_hours'] * 3600:.1f} s of training"
-            if record["reached"]
-            else f" ({record['reason']})"
-        )
+    line = f"extract: {record['entry']} seed {record['seed']}: {status}" + (
+        f" at epoch {record['epochs_to_accuracy']:g} after {record['time_to_accuracy_hours'] * 3600:.1f} s of training"
+        if record["reached"]
+        else f" ({record['reason']})"
     )
+    print(terminal_safe(line))  # the entry is run.json's text (a file from dvc pull or a colleague)
     return 0

@@ -134,7 +134,7 @@ def run(args) -> int:
         get_backend(skipped[0], kind.name)  # names the kind of item it does not answer, if that is why
         raise DawnpipeError(f"{args.run_json}: a {framework} run; backend {skipped[0]} does not read {framework} checkpoints")
     if skipped:
-        print(f"infer: skipping {', '.join(skipped)}: not for {framework} checkpoints with {kind.name} items", flush=True)
+        print(terminal_safe(f"infer: skipping {', '.join(skipped)}: not for {framework} checkpoints with {kind.name} items"), flush=True)
     if not chosen:
         raise DawnpipeError(f"{args.run_json}: none of the backends {', '.join(wanted)} answers a {framework} run's {kind.name} items")
 
@@ -209,7 +209,9 @@ def measure(backend: Backend, args, run_info: dict[str, Any], task, kind, infere
     topk = kind.topk(task)
     if topk > 1:
         extra["topk"] = topk
-    print(f"infer: {run_info['entry']} seed {run_info['seed']}, backend {backend.name}: preparing {args.checkpoint}", flush=True)
+    # run.json's entry is a file's text (dvc pull, a colleague): every line and progress bar naming it shows it escaped
+    entry = terminal_safe(run_info["entry"])
+    print(f"infer: {entry} seed {run_info['seed']}, backend {backend.name}: preparing {terminal_safe(str(args.checkpoint))}", flush=True)
     predictor = load_backend(backend).prepare(args.checkpoint, device=args.device, threads=args.threads, check_items=inference.items, **extra)
     check = predictor.export_check
     print(
@@ -220,7 +222,7 @@ def measure(backend: Backend, args, run_info: dict[str, Any], task, kind, infere
     )
     with telemetry.sampling(samples, args.telemetry_interval if samples else 0):
         times = time_items(
-            predictor.predict, inference.items, warmup=args.warmup, sync=predictor.sync, desc=f"infer {run_info['entry']} s{run_info['seed']} {backend.name}"
+            predictor.predict, inference.items, warmup=args.warmup, sync=predictor.sync, desc=f"infer {entry} s{run_info['seed']} {backend.name}"
         )
     # after the latency and outside its hardware samples: described beside it, never ranked
     throughput = {}
@@ -232,7 +234,7 @@ def measure(backend: Backend, args, run_info: dict[str, Any], task, kind, infere
             batch_sizes=sorted(set(args.throughput_batches)),
             min_seconds=args.throughput_seconds,
             sync=predictor.sync,
-            desc=f"throughput {run_info['entry']} s{run_info['seed']} {backend.name}",
+            desc=f"throughput {entry} s{run_info['seed']} {backend.name}",
         )
     scored = kind.score(task, times.answers, inference)
     record, per_item = latency_record(
@@ -250,7 +252,7 @@ def measure(backend: Backend, args, run_info: dict[str, Any], task, kind, infere
     )
     cost = record["cost_per_10k_usd"]
     print(
-        f"infer: {record['entry']} seed {record['seed']} {backend.name}: mean {record['latency_mean_ms']:.4f} ms, "
+        f"infer: {entry} seed {record['seed']} {backend.name}: mean {record['latency_mean_ms']:.4f} ms, "
         f"p50 {record['latency_p50_ms']:.4f}, p90 {record['latency_p90_ms']:.4f}, p99 {record['latency_p99_ms']:.4f}, "
         f"max {record['latency_max_ms']:.4f} over {record['items']} items ({record['threads']} threads; "
         f"{record['warmup_items']} warm-up items excluded, mean {record['warmup_mean_ms'] or 0:.4f} ms); "
@@ -262,7 +264,7 @@ def measure(backend: Backend, args, run_info: dict[str, Any], task, kind, infere
     )
     if throughput:
         print(
-            f"infer: {record['entry']} seed {record['seed']} {backend.name} throughput: "
+            f"infer: {entry} seed {record['seed']} {backend.name} throughput: "
             + ", ".join(f"batch {b}: {v:,.0f} items/s" for b, v in throughput["throughput_items_per_second"].items())
             + "".join(
                 f"; batch {b} answers {d['answers_differing']} items differently from one at a time"

@@ -22,6 +22,7 @@ from typing import Any
 
 from dawnpipe.argtypes import add_task_options, task_option
 from dawnpipe.argtypes import threshold as threshold_value
+from dawnpipe.display import terminal_safe
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import write_json
 from dawnpipe.runfiles import read_run_info
@@ -100,5 +101,5 @@ def run(args) -> int:
     parts = [
         f"{r['threshold']:g}: " + (f"{r['hours'] * 3600:.1f} s (epoch {r['epoch']:g})" if r["status"] == REACHED else r["status"]) for r in record["rungs"]
     ]
-    print(f"sensitivity: {record['entry']} seed {record['seed']}: " + "; ".join(parts))
+    print(terminal_safe(f"sensitivity: {record['entry']} seed {record['seed']}: " + "; ".join(parts)))  # the entry is run.json's text
     return 0

@@ -23,6 +23,7 @@ from typing import Any
 
 import pandas as pd
 
+from dawnpipe.display import terminal_safe
 from dawnpipe.fileio import write_json
 from dawnpipe.logs import read_run_parquet
 from dawnpipe.runfiles import read_run_file, read_run_info
@@ -195,11 +196,14 @@ def run(args) -> int:
     write_json(args.out, record)
     e, med = record["energy"], record["achieved_tflops_median"]
     frac = record["fraction_of_peak_median"]
+    # run.json's entry and device names and flops.json's reason are files' text (dvc pull, a colleague): shown escaped
     print(
-        f"utilization: {record['entry']} seed {record['seed']}: "
-        + (f"{med * 1e3:.2f} GFLOP/s median achieved" if med is not None else f"FLOPs not counted ({record['flops']['reason']})")
-        + (f", {100 * frac:.1f}% of peak ({record['peak']['device']})" if frac is not None else f", peak unknown ({record['peak']['source']})")
-        + "; energy: "
-        + (f"{e['energy_to_accuracy_j']:.1f} J to accuracy ({e['source']})" if e["energy_to_accuracy_j"] is not None else f"not measured ({e['reason']})")
+        terminal_safe(
+            f"utilization: {record['entry']} seed {record['seed']}: "
+            + (f"{med * 1e3:.2f} GFLOP/s median achieved" if med is not None else f"FLOPs not counted ({record['flops']['reason']})")
+            + (f", {100 * frac:.1f}% of peak ({record['peak']['device']})" if frac is not None else f", peak unknown ({record['peak']['source']})")
+            + "; energy: "
+            + (f"{e['energy_to_accuracy_j']:.1f} J to accuracy ({e['source']})" if e["energy_to_accuracy_j"] is not None else f"not measured ({e['reason']})")
+        )
     )
     return 0

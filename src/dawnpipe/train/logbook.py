@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from dawnpipe.display import format_hours
+from dawnpipe.display import format_hours, terminal_safe
 from dawnpipe.fileio import write_parquet, write_text
 
 PARQUET_COLUMNS = [
@@ -63,7 +63,8 @@ def extra_set_summary(sets: list[tuple[str, int, dict]]) -> dict[str, Any]:
 
 
 def extra_set_text(sets: list[tuple[str, int, dict]]) -> str:
-    """The extra evaluation sets in the run's first line; an unverified new test set says so."""
+    """The extra evaluation sets in the run's first line; an unverified new test set says so.
+    Its title is the prepared data's manifest.json text (a directory from dvc pull): shown escaped."""
     from dawnpipe.runfiles import HELD_OUT_PREFIX, NEW_TEST_PREFIX
 
     words = []
@@ -72,7 +73,7 @@ def extra_set_text(sets: list[tuple[str, int, dict]]) -> str:
             words.append(f", {items} held-out items")
         elif prefix == NEW_TEST_PREFIX:
             check = "" if about.get("verified") else " (NOT VERIFIED: no checksum of its files is known)"
-            words.append(f", {items} items of {about.get('title', 'the new test set')}{check}")
+            words.append(f", {items} items of {terminal_safe(str(about.get('title', 'the new test set')))}{check}")
     return "".join(words)
 
 
