@@ -139,3 +139,25 @@ def test_a_variant_that_did_not_reach_is_named_not_drawn():
     speedups, cost = chart_specs(str(figure))
     assert "base+procs=4" not in str(speedups["data"]) and "base+procs=4" not in [t["name"] for t in cost["data"]]
     assert "Not drawn (did not reach 80.0 or no epoch time): base+procs=4" in str(figure)
+
+
+def test_a_variant_run_as_another_studys_or_an_entrys_recipe_keeps_its_curves():
+    """A recipe runs once in the whole configuration, so a variant's runs may
+    be another study's variant or a config entry (``same_as``): its curves
+    are on its own study's page, under its own id. Only a variant that is
+    another row of the same study (the base here) is drawn once, under that row."""
+    summary = scaling_summary()
+    summary["variants"][1]["same_as"] = "fastnet-2proc"  # an entry of the config, or another study's variant
+    summary["variants"][2]["same_as"] = "base"  # this study's own base: its runs are drawn as the base's
+    accuracy, loss = chart_specs(render(summary))[:2]
+    drawn = ["base seed 0", "base seed 1", "base+procs=2 seed 0", "base+procs=2 seed 1"]
+    assert [t["name"] for t in accuracy["data"] if t["name"] != "top rung 80"] == drawn
+    assert [t["name"] for t in loss["data"]] == drawn
+    # the curve drawn is the variant's own runs' (its hours in seconds: the page's longest run is 108 s; its accuracies)
+    shared = next(t for t in accuracy["data"] if t["name"] == "base+procs=2 seed 1")
+    assert accuracy["layout"]["xaxis"]["title"]["text"] == "training time (s)"
+    assert shared["x"] == pytest.approx([22.5, 45.0, 67.5]) and shared["y"] == [60.0, 81.0, 85.0]
+    # two rows run as one outside recipe are the same runs: drawn once, under the first
+    summary["variants"][2]["same_as"] = "fastnet-2proc"
+    accuracy = chart_specs(render(summary))[0]
+    assert [t["name"] for t in accuracy["data"] if t["name"] != "top rung 80"] == drawn

@@ -297,15 +297,31 @@ def scaling_figure(summary: dict[str, Any]):
     return Markup(speedups + note + cost)
 
 
+def drawn_variants(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rows whose runs the page draws as curves: each run directory once.
+    A variant run as another row of this study (``same_as`` names the base or
+    one of its variants) is that row's curves; one run as another study's
+    variant or a config entry has no other row here, so its curves are its own
+    (under the first such row, should two share it)."""
+    ids = {v["id"] for v in summary["variants"]}
+    drawn, seen = [], set()
+    for v in summary["variants"]:
+        ran_as = v["same_as"] or v["id"]
+        if (v["same_as"] in ids) or ran_as in seen:
+            continue
+        seen.add(ran_as)
+        drawn.append(v)
+    return drawn
+
+
 def render(summary: dict[str, Any], machine: dict[str, Any] | None = None) -> str:
     import jinja2
 
     from dawnpipe.display import format_hours, format_usd
     from dawnpipe.report.charts import line_chart, time_axis, with_scripts
 
-    curves = [
-        (f"{v['id']} seed {r['seed']}", r["curve"]["hours"], r["curve"]["metric"], v["id"]) for v in summary["variants"] if not v["same_as"] for r in v["runs"]
-    ]
+    drawn = drawn_variants(summary)
+    curves = [(f"{v['id']} seed {r['seed']}", r["curve"]["hours"], r["curve"]["metric"], v["id"]) for v in drawn for r in v["runs"]]
     label, factor = time_axis(max((max(h, default=0.0) for _, h, _, _ in curves), default=1.0) or 1.0)
     chart = line_chart(
         [(name, [x * factor for x in xs], ys, group) for name, xs, ys, group in curves],
@@ -316,10 +332,7 @@ def render(summary: dict[str, Any], machine: dict[str, Any] | None = None) -> st
         markers=False,
     )
     losses = [
-        (f"{v['id']} seed {r['seed']}", list(range(1, len(r["curve"]["train_loss"]) + 1)), r["curve"]["train_loss"], v["id"])
-        for v in summary["variants"]
-        if not v["same_as"]
-        for r in v["runs"]
+        (f"{v['id']} seed {r['seed']}", list(range(1, len(r["curve"]["train_loss"]) + 1)), r["curve"]["train_loss"], v["id"]) for v in drawn for r in v["runs"]
     ]
     loss_chart = line_chart([c for c in losses if c[1]], x_label="epoch", y_label="training loss", markers=False)
     figure_title, figure = study_figure(summary)
