@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from conftest import ROOT, copy_project, run_cli, run_snakemake
+from conftest import ROOT, chart_specs, copy_project, run_cli, run_snakemake
 
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.studies import load_entry_ref, load_study
@@ -140,6 +140,12 @@ def test_the_tiny_study_end_to_end(tmp_path):
     assert all(v["median_seconds_per_epoch"] and v["epoch_speedup"] for v in threads_doc["variants"])
     html = (project / "results/studies/test-batch.html").read_text()
     assert "smoke-fastnet+batch=128" in html and 'class="chart-data"' in html and "run once" in html
+    # curves: test-threads' variant run as test-batch's batch=128 has its own on its own page (accuracy and
+    # loss); test-batch's batch=64, the base's recipe, is drawn once, as the base
+    threads_curves = [{t["name"] for t in spec["data"]} for spec in chart_specs(threads_page)[:2]]
+    assert all("smoke-fastnet+global_batch=128 seed 0" in names for names in threads_curves), threads_curves
+    batch_curves = {t["name"] for t in chart_specs(html)[0]["data"]}
+    assert {"smoke-fastnet seed 0", "smoke-fastnet+batch=128 seed 1"} <= batch_curves and not any("batch=64" in n for n in batch_curves)
     for run_json in (project / "results/runs").glob("*/seed*/run.json"):  # whole curves: every run went on past the threshold
         run = json.loads(run_json.read_text())
         assert run["settings"]["stop_at_threshold"] is False and run["result"]["epochs_run"] == 2
