@@ -57,6 +57,8 @@ def _optimizer_keys(hp: dict[str, Any]) -> dict[str, Any]:
         }
     elif schedule["kind"] == "onecycle":
         keys |= {c.OPT_LR_WARMUP_EPOCHS: schedule["peak_epoch"], c.OPT_LR_DECAY_SCHEDULE: "linear one-cycle to end_fraction x lr"}
+        if "decay_epoch" in schedule:
+            keys[c.OPT_LR_DECAY_SCHEDULE] = f"held at lr until epoch {schedule['decay_epoch']:g}, then linear to end_fraction x lr"
     return keys
 
 

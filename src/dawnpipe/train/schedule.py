@@ -28,8 +28,11 @@ def lr_at(epoch: float, lr: float, schedule: dict[str, Any], total_epochs: float
         end = lr * schedule.get("end_fraction", 0.0)
         if epoch <= peak:
             return start + (lr - start) * (epoch / peak if peak > 0 else 1.0)
-        span = max(total_epochs - peak, 1e-12)
-        return lr + (end - lr) * min((epoch - peak) / span, 1.0)
+        decay = max(schedule.get("decay_epoch", peak), peak)  # the peak holds until here (none: no hold)
+        if epoch <= decay:
+            return lr
+        span = max(total_epochs - decay, 1e-12)
+        return lr + (end - lr) * min((epoch - decay) / span, 1.0)
     raise ValueError(f"unknown schedule kind {kind!r}")
 
 
