@@ -80,7 +80,11 @@ def test_every_run_has_its_files_and_logs(test_workflow):
 def test_html_is_self_contained_and_labelled(test_workflow):
     html = (test_workflow / "results/leaderboard.html").read_text()
     assert "Demo threshold" in html and 'class="chart-data"' in html
-    assert not re.search(r"""(src|href)=["']?(https?:)?//""", html), "no external resources"
+    # the markup, not the text of the embedded scripts (plotly.js holds its own
+    # home page as a string; the real-browser test sees no request leave the page)
+    markup = re.sub(r"(<script[^>]*>).*?</script>", r"\1</script>", html, flags=re.S)
+    assert markup.count("<script") == html.count("<script") >= 2
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", markup), "no external resources"
     assert "Stability over seeds" in html and "fastnet" in html and "resnet20-dawn" in html
 
 
