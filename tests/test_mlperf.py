@@ -223,7 +223,7 @@ def test_a_scaling_factor_beyond_what_a_float_holds_is_an_error(tmp_path):
     _, doc = score(folder, expect_rc=1)
     (r,) = doc["results"]
     assert r["score_minutes"] is None and r["reason"] == "scaling.json cannot be read"
-    assert f"{scaling}: field 'scaling_factor': a whole number beyond 2**53 (1000000000...); not read" in r["errors"]
+    assert f"{scaling}: field 'scaling_factor': a whole number beyond 64 bits (1000000000...); not read" in r["errors"]
 
 
 def test_too_few_runs_and_a_missing_system_description_are_errors(tmp_path):

@@ -85,11 +85,11 @@ def write_csv(path: str | os.PathLike, frame, **kwargs) -> None:
 MAX_BYTES = 64 << 20  # 64 MiB
 MAX_DEPTH = 64  # levels of nested objects and lists
 MAX_NODES = 2_000_000  # values in one document (YAML aliases counted each time they are used)
-# Whole numbers beyond 2**53: JSON sets no limit, Python reads 10**400 exactly,
-# and the first float() of it raises OverflowError; beyond 2**53 JSON readers
-# disagree anyway (RFC 8259 section 6). No file dawnpipe reads needs more
-# (times in milliseconds since 1970 are ~2**41).
-MAX_WHOLE = 2**53
+# Whole numbers outside a signed 64-bit integer: JSON sets no limit, Python
+# reads 10**400 exactly, and the first float() of it raises OverflowError,
+# numpy and Parquet refuse it. Nothing dawnpipe reads needs more: a file's
+# modification time in nanoseconds since 1970 (fetch.json) is ~2**61.
+MAX_WHOLE = 2**63 - 1
 
 
 def read_capped_bytes(path: str | os.PathLike, max_bytes: int = MAX_BYTES) -> bytes:
@@ -132,7 +132,7 @@ def _text(path, data: bytes) -> str:
 def check_shape(doc: Any, path, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_NODES) -> Any:
     """``doc`` unless it nests deeper than ``max_depth``, holds more than
     ``max_nodes`` values, a number that is not finite or a whole number beyond
-    ``MAX_WHOLE`` (iteratively: no recursion to exhaust)."""
+    ``MAX_WHOLE`` (int64; iteratively: no recursion to exhaust)."""
     import math
 
     from dawnpipe.errors import DawnpipeError
@@ -154,7 +154,7 @@ def check_shape(doc: Any, path, max_depth: int = MAX_DEPTH, max_nodes: int = MAX
             raise DawnpipeError(f"{path}: field '{field}': not a finite number (NaN or infinity)")
         elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_WHOLE:
             field = ".".join(map(str, where)) or "(top level)"
-            raise DawnpipeError(f"{path}: field '{field}': a whole number beyond 2**53 ({str(value)[:10]}...); not read")
+            raise DawnpipeError(f"{path}: field '{field}': a whole number beyond 64 bits ({str(value)[:10]}...); not read")
     return doc
 
 
