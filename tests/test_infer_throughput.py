@@ -68,3 +68,21 @@ def test_batches_of_lists_and_arrays():
     np.testing.assert_array_equal(batch_of(a, 4, 4), a[[4, 5, 0, 1]])
     b = batch_of(a, 1, 3)
     assert b.flags["C_CONTIGUOUS"] and (b == a[1:4]).all()
+
+
+def test_a_sharded_image_set_is_batched_into_one_array(tmp_path):
+    """ImageNet's test set stays on disk as shards (ShardedArray, not an
+    ndarray): a batch was a list of images and torch.from_numpy refused it
+    (every backend failed in config/test-imagenet.yaml)."""
+    from dawnpipe.data.loader import ShardedArray
+
+    images = np.arange(5 * 4 * 4 * 3, dtype=np.uint8).reshape(5, 4, 4, 3)
+    shards = []
+    for i, part in enumerate((images[:3], images[3:])):
+        np.save(tmp_path / f"s{i}.npy", part)
+        shards.append(np.load(tmp_path / f"s{i}.npy", mmap_mode="r"))
+    sharded = ShardedArray(shards)
+    assert not isinstance(sharded, np.ndarray)
+    batch = batch_of(sharded, 2, 4)
+    assert isinstance(batch, np.ndarray) and batch.shape == (4, 4, 4, 3)
+    np.testing.assert_array_equal(batch, images[[2, 3, 4, 0]])

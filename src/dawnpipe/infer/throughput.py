@@ -34,14 +34,19 @@ MIN_BATCHES = 3
 
 def batch_of(items: Sequence[Any], start: int, size: int) -> Any:
     """Items start .. start+size-1 of ``items``, wrapping around; an array
-    stays an array (one contiguous batch), anything else becomes a list."""
+    stays an array (one contiguous batch), items that are arrays (a sharded
+    image set read item by item) are stacked into one, anything else becomes
+    a list."""
     n = len(items)
     idx = [(start + i) % n for i in range(size)]
     if isinstance(items, np.ndarray):
         if idx == list(range(idx[0], idx[0] + size)):
             return np.ascontiguousarray(items[idx[0] : idx[0] + size])
         return np.ascontiguousarray(items[idx])
-    return [items[i] for i in idx]
+    picked = [items[i] for i in idx]
+    if all(isinstance(item, np.ndarray) for item in picked):
+        return np.stack(picked)
+    return picked
 
 
 def same_answer(a: Any, b: Any) -> bool:
