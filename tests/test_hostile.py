@@ -204,11 +204,41 @@ def test_a_flops_file_with_a_bad_field_is_named_by_the_utilization_stage(real_ru
 
 
 @pytest.mark.parametrize(
+    "drop, field",
+    [
+        (("settings",), "settings"),
+        (("environment",), "environment"),
+        (("settings", "entry", "hyperparameters", "precision"), "settings.entry.hyperparameters.precision"),
+    ],
+)
+def test_a_run_json_without_what_the_utilization_stage_reads_is_named(real_run, tmp_path, drop, field):
+    """The utilization stage compares a run with the peak of its own
+    arithmetic (settings' precision) on its device (environment): a run.json
+    without them is one line naming the field, not a KeyError (exit 70)."""
+    doc = json.loads((real_run / "run" / "run.json").read_text())
+    node = doc
+    for key in drop[:-1]:
+        node = node[key]
+    del node[drop[-1]]
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "run.json").write_text(json.dumps(doc))
+    args = ["utilization", "--log-parquet", str(real_run / "run" / "train.parquet"), "--run-json", str(run_dir / "run.json")]
+    proc = run_cli(*args, "--flops", str(real_run / "flops.json"), "--out", str(run_dir / "utilization.json"))
+    line = one_error_line(proc)
+    assert proc.returncode == 1
+    assert line.startswith(f"dawnpipe utilization: error: {run_dir / 'run.json'}: field '{field}': missing"), line
+    assert not (run_dir / "utilization.json").exists()
+
+
+@pytest.mark.parametrize(
     "column, change, says",
     [
         ("items_per_second", None, "missing column(s) items_per_second"),
         ("epoch_train_seconds", "12", "column epoch_train_seconds"),
         ("wall_hours", None, "missing column(s) wall_hours"),
+        ("held_out_top1Accuracy", "91.5", "column held_out_top1Accuracy: expected numbers, got "),
+        ("new_test_top1Accuracy", True, "column new_test_top1Accuracy: expected numbers, got bool"),
     ],
 )
 def test_a_parquet_log_with_a_missing_or_mistyped_column_is_named(real_run, tmp_path, column, change, says):
@@ -256,7 +286,7 @@ def test_the_bench_scripts_read_their_entry_checked_in_one_line(tmp_path, script
 def test_a_whole_number_beyond_what_a_float_holds_is_named(tmp_path, command):
     """JSON has no limit on whole numbers; Python reads 10**400 as one, and the
     first float() of it raised OverflowError (exit 70). The bounded reader
-    refuses whole numbers beyond 2**53 (beyond it JSON readers disagree),
+    refuses whole numbers beyond 64 bits (numpy and Parquet cannot hold them),
     naming the file and the field."""
     run_dir = write_run(tmp_path / "r", [80.0, 91.0], threshold=90.0)
     run_json = run_dir / "run.json"
@@ -267,8 +297,23 @@ def test_a_whole_number_beyond_what_a_float_holds_is_named(tmp_path, command):
     }[command]
     proc = run_cli(command, "--tsv", str(run_dir / "train.tsv"), "--run-json", str(run_json), *args, "--out", str(tmp_path / "out.json"))
     line = one_error_line(proc)
-    assert line == f"dawnpipe {command}: error: {run_json}: field 'threshold': a whole number beyond 2**53 (1000000000...); not read"
+    assert line == f"dawnpipe {command}: error: {run_json}: field 'threshold': a whole number beyond 64 bits (1000000000...); not read"
     assert not (tmp_path / "out.json").exists()
+
+
+def test_a_file_time_in_nanoseconds_is_read(tmp_path):
+    """fetch.json records a file's modification time in nanoseconds since 1970
+    (about 2**61); a cap at 2**53 refused dawnpipe's own file (prepare imagenet
+    stopped). The cap is the int64 range: 2**63-1 reads, 2**63 does not."""
+    from dawnpipe.errors import DawnpipeError
+    from dawnpipe.fileio import read_json
+
+    path = tmp_path / "fetch.json"
+    path.write_text(json.dumps({"files": {"a.tar": {"mtime_ns": 1795638184123456789, "max": 2**63 - 1}}}))
+    assert read_json(path)["files"]["a.tar"]["mtime_ns"] == 1795638184123456789
+    path.write_text(json.dumps({"files": {"a.tar": {"mtime_ns": 2**63}}}))
+    with pytest.raises(DawnpipeError, match=r"field 'files\.a\.tar\.mtime_ns': a whole number beyond 64 bits"):
+        read_json(path)
 
 
 @pytest.mark.parametrize("value", ["-1", str(2**32), "1" + "0" * 30, "0.5"])
@@ -437,7 +482,7 @@ def test_question_ids_of_a_downloaded_squad_file_reach_the_terminal_escaped(tmp_
 def test_the_new_test_sets_title_from_a_manifest_reaches_the_runs_first_line_escaped():
     """The train stage's first line names the new test set as the prepared
     data's manifest.json does (a directory from dvc pull): escaped."""
-    from dawnpipe.runfiles import NEW_TEST_PREFIX
+    from dawnpipe.logs import NEW_TEST_PREFIX
     from dawnpipe.train.logbook import extra_set_text
 
     text = extra_set_text([(NEW_TEST_PREFIX, 2000, {"title": f"CIFAR-10.1 {EVIL}", "verified": False})])

@@ -9,6 +9,13 @@ import pandas as pd
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.schemas.results import RunLog, log_model, validate
 
+# A run trained with a held-out split (entry field held_out) logs its metric on
+# it beside the test metric, as held_out_<metric column> (train.parquet/tsv).
+HELD_OUT_PREFIX = "held_out_"
+# A run whose entry asks for its task's new test set (new_test: true; CIFAR-10.1
+# for CIFAR-10) logs its metric on that set as new_test_<metric column>.
+NEW_TEST_PREFIX = "new_test_"
+
 
 def read_run_tsv(path: Path, task) -> pd.DataFrame:
     try:
@@ -41,4 +48,8 @@ def read_run_parquet(path: Path, task, columns: tuple[str, ...] = ()) -> pd.Data
     if frame.empty:
         raise DawnpipeError(f"{path}: no epochs logged")
     validate(log_model(task), frame, str(path))
+    # the scores on a held-out split or a new test set, where the run has them: numbers, as the metric
+    for column in (c for c in frame.columns if str(c).startswith((HELD_OUT_PREFIX, NEW_TEST_PREFIX))):
+        if not pd.api.types.is_numeric_dtype(frame[column]) or pd.api.types.is_bool_dtype(frame[column]):
+            raise DawnpipeError(f"{path}: column {column}: expected numbers, got {frame[column].dtype}")
     return validate(RunLog.to_schema().select_columns(run_columns), frame, str(path))

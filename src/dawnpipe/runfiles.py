@@ -18,13 +18,6 @@ from dawnpipe.errors import DawnpipeError, UsageError
 from dawnpipe.fileio import read_json
 from dawnpipe.schemas import jsonschema_check
 
-# A run trained with a held-out split (entry field held_out) logs its metric on
-# it beside the test metric, as held_out_<metric column> (train.parquet/tsv).
-HELD_OUT_PREFIX = "held_out_"
-# A run whose entry asks for its task's new test set (new_test: true; CIFAR-10.1
-# for CIFAR-10) logs its metric on that set as new_test_<metric column>.
-NEW_TEST_PREFIX = "new_test_"
-
 # What every stage after training reads from a run's run.json.
 
 

@@ -137,7 +137,7 @@ def evaluation_sets(prepared: Path, entry: dict) -> list[tuple[str, Split, dict]
     """What every evaluation of ``entry`` is also scored on, besides the test
     set: (log column prefix, items, what it is) for its held-out split (entry
     field held_out) and its task's new test set (new_test)."""
-    from dawnpipe.runfiles import HELD_OUT_PREFIX, NEW_TEST_PREFIX
+    from dawnpipe.logs import HELD_OUT_PREFIX, NEW_TEST_PREFIX
 
     sets = []
     held = held_out_size(entry)

@@ -54,7 +54,7 @@ def generalization(run: dict[str, Any]) -> dict[str, Any] | None:
     CIFAR-10.1 for CIFAR-10), at the checkpoint that first reached the
     threshold, or at the last epoch when none did; None for a run with
     neither. gap = test - held-out, in points: positive where the test set flatters."""
-    from dawnpipe.runfiles import HELD_OUT_PREFIX, NEW_TEST_PREFIX
+    from dawnpipe.logs import HELD_OUT_PREFIX, NEW_TEST_PREFIX
 
     column = get_task(run["run"]["task"]).metric_column
     log = run["log"]

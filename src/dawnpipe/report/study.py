@@ -95,8 +95,8 @@ def cov(values: list[float]) -> float | None:
 
 
 def run_record(run_dir: Path, task, ladder: list[float]) -> dict[str, Any]:
-    from dawnpipe.logs import read_run_parquet
-    from dawnpipe.runfiles import HELD_OUT_PREFIX, read_run_file
+    from dawnpipe.logs import HELD_OUT_PREFIX, read_run_parquet
+    from dawnpipe.runfiles import read_run_file
     from dawnpipe.tta import time_to_accuracy
 
     for name in ("train.parquet", "run.json"):

@@ -26,7 +26,7 @@ import pandas as pd
 from dawnpipe.display import terminal_safe
 from dawnpipe.fileio import write_json
 from dawnpipe.logs import read_run_parquet
-from dawnpipe.runfiles import read_run_file, read_run_info
+from dawnpipe.runfiles import read_run_file
 from dawnpipe.tasks import get_task
 from dawnpipe.telemetry import energy as en
 from dawnpipe.telemetry.peaks import device_peak
@@ -189,7 +189,7 @@ def configure(p) -> None:
 
 
 def run(args) -> int:
-    run_info = read_run_info(args.run_json)
+    run_info = read_run_file(args.run_json, "run_measured")
     items = read_run_file(args.latency_json, "latency")["items"] if args.latency_json else None
     log = read_run_parquet(args.log_parquet, get_task(run_info["task"]), LOG_COLUMNS)
     record = utilization(log, run_info, read_run_file(args.flops, "flops"), read_samples(args.telemetry), read_samples(args.inference_telemetry), items)

@@ -41,7 +41,7 @@ def held_out_columns(settings: dict[str, Any]) -> tuple[str, ...]:
     """The extra log columns of an entry: its metric on its held-out split
     (held_out) and on its task's new test set (new_test); none without them."""
     from dawnpipe.data.loader import held_out_size
-    from dawnpipe.runfiles import HELD_OUT_PREFIX, NEW_TEST_PREFIX
+    from dawnpipe.logs import HELD_OUT_PREFIX, NEW_TEST_PREFIX
     from dawnpipe.tasks import get_task
 
     entry = settings["entry"]
@@ -51,7 +51,7 @@ def held_out_columns(settings: dict[str, Any]) -> tuple[str, ...]:
 
 def extra_set_summary(sets: list[tuple[str, int, dict]]) -> dict[str, Any]:
     """run.json's record of the extra evaluation sets: held_out_items, and the new test set's items, name and whether it was verified."""
-    from dawnpipe.runfiles import HELD_OUT_PREFIX, NEW_TEST_PREFIX
+    from dawnpipe.logs import HELD_OUT_PREFIX, NEW_TEST_PREFIX
 
     out: dict[str, Any] = {"held_out_items": 0}
     for prefix, items, about in sets:
@@ -65,7 +65,7 @@ def extra_set_summary(sets: list[tuple[str, int, dict]]) -> dict[str, Any]:
 def extra_set_text(sets: list[tuple[str, int, dict]]) -> str:
     """The extra evaluation sets in the run's first line; an unverified new test set says so.
     Its title is the prepared data's manifest.json text (a directory from dvc pull): shown escaped."""
-    from dawnpipe.runfiles import HELD_OUT_PREFIX, NEW_TEST_PREFIX
+    from dawnpipe.logs import HELD_OUT_PREFIX, NEW_TEST_PREFIX
 
     words = []
     for prefix, items, about in sets:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from dawnpipe.display import terminal_safe
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.telemetry import mark_training_clock
 from dawnpipe.train import mllog
@@ -128,7 +129,7 @@ def run(
         common, apply = trainer.read_state(last_path)
         if (reason := why_not_resumable(common, settings_hash)) is not None:
             if main:
-                print(f"train: ignoring {last_path}: {reason}")
+                print(f"train: ignoring {last_path}: {terminal_safe(reason)}")  # the reason quotes values of the state file
         else:
             apply()
             logbook.rows, clock.elapsed, wall_offset, start_epoch = restore_common(common)
