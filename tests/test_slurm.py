@@ -116,6 +116,12 @@ def _cancel_mid_epoch(marker: Path, proc: subprocess.Popen, timeout: float) -> s
     return None
 
 
+# The run cancelled in its epoch 2: one that needs several epochs to reach
+# config/test.yaml's 70% (resnet20-dawn: epoch 5 and 7 here; fastnet's first
+# epoch already reaches it on 3,000 images, so it never trains an epoch 2).
+CANCELLED_RUN = "resnet20-dawn"
+
+
 @pytest.fixture(scope="session")
 def slurm_workflow(slurm_cluster, tmp_path_factory, fashion_mnist_source):
     """config/test.yaml to the leaderboard through profiles/slurm, one training job cancelled mid-epoch."""
@@ -139,7 +145,7 @@ def slurm_workflow(slurm_cluster, tmp_path_factory, fashion_mnist_source):
         proc = subprocess.Popen(cmd, cwd=work, env=tool_env(), stdout=out, stderr=subprocess.STDOUT, text=True)
         try:
             # generous: the test config trains four models, slowly on a busy 2-core machine
-            cancelled = _cancel_mid_epoch(work / "results/.work/fastnet/seed0/epoch.json", proc, timeout=10800)
+            cancelled = _cancel_mid_epoch(work / f"results/.work/{CANCELLED_RUN}/seed0/epoch.json", proc, timeout=10800)
             proc.wait(timeout=10800)
         finally:
             if proc.poll() is None:
@@ -215,9 +221,9 @@ def test_gpu_request_lands_on_fake_gres_stand_in(slurm_workflow):
 
 def test_cancelled_training_job_resumes_from_its_checkpoint_on_retry(slurm_workflow):
     cancelled, jobs, work = slurm_workflow["cancelled"], slurm_workflow["jobs"], slurm_workflow["work"]
-    assert cancelled is not None, "fastnet seed 0 never reached its second epoch under Slurm"
+    assert cancelled is not None, f"{CANCELLED_RUN} seed 0 never reached its second epoch under Slurm"
     assert jobs[cancelled]["JobState"] == "CANCELLED" and jobs[cancelled]["TimeLimit"] == "120"
-    run = run_json(work, "fastnet", 0)
+    run = run_json(work, CANCELLED_RUN, 0)
     retry = run["environment"]["slurm"]["job_id"]
     assert retry != cancelled and jobs[retry]["TimeLimit"] == "240"  # runtime grows with the attempt
     result = run["result"]
@@ -225,7 +231,7 @@ def test_cancelled_training_job_resumes_from_its_checkpoint_on_retry(slurm_workf
     [record] = result["interruptions"]
     assert record["epoch"] == 2 and record["how"] == "signal SIGTERM" and record["slurm_job_id"] == cancelled
     assert record["lost_seconds"] > 0 and result["lost_training_seconds"] == record["lost_seconds"]
-    log = pd.read_parquet(work / "results/runs/fastnet/seed0/train.parquet")
+    log = pd.read_parquet(work / f"results/runs/{CANCELLED_RUN}/seed0/train.parquet")
     assert log["lost_seconds"].tolist()[:2] == [0.0, record["lost_seconds"]]
     assert np.allclose(log["hours"] * 3600, np.cumsum(log["epoch_train_seconds"] + log["lost_seconds"]))
 
@@ -249,6 +255,34 @@ def test_two_processes_started_by_srun(slurm_workflow, slurm_cluster):
     validate(RunLog, log, "train.parquet of the srun run")
     assert log["epoch"].tolist() == list(range(1, len(log) + 1))
     assert (log["items_per_second"] * log["epoch_train_seconds"]).round().eq(2000).all()  # every item, once per epoch
+
+
+def test_a_study_runs_under_slurm(slurm_workflow, slurm_cluster):
+    """A study's variants are entries like any other: config/test-study.yaml's
+    test-batch through profiles/slurm, every job a Slurm job (none local), every
+    variant's run a Slurm job's, and the study's medians those of the runs'
+    own logs."""
+    import statistics
+
+    work = slurm_workflow["work"]
+    proc = run_snakemake(work, "--profile", "profiles/slurm", "results/studies/test-batch.html", "--configfile", "config/test-study.yaml", timeout=3600)
+    out = proc.stdout + proc.stderr
+    assert "localrule" not in out  # the study stage too ran as a Slurm job
+    jobs = job_records(slurm_cluster["jobcomp"])
+    submitted = [sid for _, sid in SUBMITTED.findall(out)]
+    assert submitted and all(jobs[sid]["JobState"] == "COMPLETED" for sid in submitted)
+    doc = json.loads((work / "results/studies/test-batch.json").read_text())
+    ran = {v["same_as"] or v["id"] for v in doc["variants"]}
+    assert ran == {"smoke-fastnet", "smoke-fastnet+batch=32", "smoke-fastnet+batch=128"}
+    for v in doc["variants"]:
+        hours = []
+        for seed in (0, 1):
+            run = run_json(work, v["same_as"] or v["id"], seed)
+            assert run["environment"]["slurm"]["job_id"] in submitted
+            # the study reads each run's own log: the training clock at its first epoch at 70%
+            log = pd.read_parquet(work / f"results/runs/{v['same_as'] or v['id']}/seed{seed}/train.parquet")
+            hours.append(float(log.loc[log["top1Accuracy"] >= 70.0, "hours"].iloc[0]))
+        assert v["median_time_to_accuracy_hours"]["70.0"] == pytest.approx(statistics.median(hours), abs=1e-9)
 
 
 def test_gpu_data_parallel_job_gets_gpus_and_tasks_stand_in(slurm_workflow, slurm_cluster):

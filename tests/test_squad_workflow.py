@@ -68,4 +68,4 @@ def test_squad_from_http_to_leaderboard(tmp_path):
     html = (work / "results" / "leaderboard.html").read_text()
     best = json.loads((work / "results" / "runs" / "drqa-small" / "seed0" / "time_to_accuracy.json").read_text())["best_metric"]
     assert "SQuAD v1.1" in html and "dev F1" in html and "demo threshold (official 0.75)" in html
-    assert f'<td class="num">{best:.4f}</td>' in html  # F1 shown as a fraction, not as percent
+    assert f'<td class="num" data-sort="{best}">{best:.4f}</td>' in html  # F1 shown as a fraction, not as percent
