@@ -139,12 +139,18 @@ def test_every_config_gives_a_valid_dvc_pipeline(tmp_path, config):
     assert not [o for o in outs if "{" in str(o)], "every wildcard of an output filled in"
     # files the config names that a user (or a test: config/test-squad.yaml) provides
     provided = {PurePosixPath(p) for key in ("data_checksums", "data_sources") for p in resolved[key].values()}
+    # a dep is written by a stage when it is an output, inside one, or a directory holding one
+    # (sets: a study config has hundreds of stages, each with its code deps)
+    around_outs = outs | {parent for o in outs for parent in o.parents}
+    parsers, docs, checked = {}, {}, set()
     for stage in stages:
         words = shlex.split(stage.cmd)
         assert words[0] == "scripts/stage" and words[1].startswith("results/logs/"), stage.cmd
         assert "config/config.yaml" not in stage.cmd, "values arrive as arguments; no stage reads the config itself"
-        parser = argparse.ArgumentParser(exit_on_error=False)
-        importlib.import_module(COMMANDS[words[2]][0]).configure(parser)
+        if words[2] not in parsers:
+            parsers[words[2]] = argparse.ArgumentParser(exit_on_error=False)
+            importlib.import_module(COMMANDS[words[2]][0]).configure(parsers[words[2]])
+        parser = parsers[words[2]]
         try:
             parser.parse_args(words[3:])
         except (argparse.ArgumentError, SystemExit) as e:
@@ -152,14 +158,17 @@ def test_every_config_gives_a_valid_dvc_pipeline(tmp_path, config):
         for dep in stage.deps:
             path = PurePosixPath(str(dep.def_path))
             if hasattr(dep, "params"):
-                doc = yaml.safe_load((project / path).read_text(encoding="utf-8"))
+                if path not in docs:
+                    docs[path] = yaml.safe_load((project / path).read_text(encoding="utf-8"))
+                doc = docs[path]
                 for key in dep.params or []:
                     try:
                         lookup(doc, key)
                     except AssertionError as e:
                         pytest.fail(f"{config.name}: {stage.name}: {path}: {e}")
-            elif path not in provided and not any(path == o or o in path.parents or path in o.parents for o in outs):  # written by a stage
+            elif path not in checked and path not in provided and path not in around_outs and not outs.intersection(path.parents):
                 assert (project / path).exists(), f"{config.name}: {stage.name}: dep {path} does not exist"
+                checked.add(path)
 
 
 def test_the_data_sets_dvc_versions_are_those_the_entries_need(tmp_path):
