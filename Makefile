@@ -30,12 +30,16 @@ STUDY ?= test-batch
 study: setup
 	snakemake --cores $(CORES) results/studies/$(STUDY).html --config 'studies=[$(STUDY)]'
 
+# The suite on TEST_WORKERS pytest-xdist workers, each test module (and the
+# modules sharing the session's config/test.yaml run) on one of them; see
+# tests/conftest.py. TEST_WORKERS=0: one process.
+TEST_WORKERS ?= 2
 test: setup lint
-	python -m pytest
+	python -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 # Skips the end-to-end runs of the real tools; for quick local iterations only.
 test-fast: setup
-	python -m pytest -m "not slow"
+	python -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder -m "not slow"
 
 # Format and lint (ruff), the import layers (.importlinter), the workflow
 # (snakemake --lint), and dvc.yaml against the stage table.

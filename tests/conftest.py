@@ -151,3 +151,31 @@ def test_workflow(tmp_path_factory, fashion_mnist_source) -> Path:
     work = copy_project(tmp_path_factory.mktemp("wf"))
     run_snakemake(work, "results/leaderboard.html", "--configfile", "config/test.yaml")
     return work
+
+
+# `make test` runs the suite on two pytest-xdist workers (-n 2 --dist loadgroup):
+# the end-to-end tests spend much of their time waiting (Slurm's status polls,
+# subprocess start-up, DVC's git calls), which the other worker fills.
+SHARED_RUN_GROUP = "test_workflow"
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks
+def pytest_collection_modifyitems(config, items):
+    """One xdist group per test module, so that a module's fixtures (most of
+    them real training runs) are built once, on one worker; and one group for
+    every module that uses the session's test_workflow, so that it too is built
+    once and test_pipeline's temporary edits of it never race another reader.
+    That group (the Slurm module among them) is the longest, so it goes first
+    (make test passes --no-loadscope-reorder: groups are handed out in this
+    order), while the other worker takes the remaining modules one by one."""
+    modules: dict[str, list] = {}
+    for item in items:
+        modules.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+    first, rest = [], []
+    for module, tests in modules.items():
+        shared = any("test_workflow" in item.fixturenames for item in tests)
+        for item in tests:
+            if item.get_closest_marker("xdist_group") is None:
+                item.add_marker(pytest.mark.xdist_group(SHARED_RUN_GROUP if shared else module))
+        (first if shared else rest).extend(tests)
+    items[:] = first + rest

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -226,6 +227,21 @@ def test_a_scaling_factor_beyond_what_a_float_holds_is_an_error(tmp_path):
     assert f"{scaling}: field 'scaling_factor': a whole number beyond 64 bits (1000000000...); not read" in r["errors"]
 
 
+def test_a_scaling_json_linked_to_nothing_is_read_as_absent_and_named(tmp_path):
+    """os.path.exists, which the result summarizer asks, is False for a symbolic
+    link to nothing: the factor is 1.0 as there, and the warning names the link."""
+    folder = submission(tmp_path, "resnet", [{"minutes": m} for m in (30, 31, 32, 33, 34)])
+    scaling = folder / "results" / "sys1" / "resnet" / "scaling.json"
+    scaling.symlink_to(tmp_path / "gone.json")
+    _, doc = score(folder)
+    (r,) = doc["results"]
+    assert r["scaling_factor"] == 1.0 and r["score_minutes"] == pytest.approx(32.0, rel=1e-12)  # 30 and 34 dropped
+    assert (
+        f"{scaling}: a symbolic link to nothing ({str(tmp_path / 'gone.json')!r}); read as absent (factor 1.0), as the result summarizer reads it"
+        in r["warnings"]
+    )
+
+
 def test_too_few_runs_and_a_missing_system_description_are_errors(tmp_path):
     folder = submission(tmp_path, "resnet", [{"minutes": m} for m in (30, 31, 32)])
     (folder / "systems" / "sys1.json").unlink()
@@ -284,7 +300,9 @@ def hostile(tmp_path, name: str, data: bytes) -> Path:
     return folder
 
 
-BINARY = os.urandom(1 << 16).replace(b"\r", b"") + b"\n:::MLLOG \xff\xfe{\n" + os.urandom(4096).replace(b"\r", b"")  # no \r: \n alone ends a line
+# random bytes from a fixed seed: the same in every pytest-xdist worker (their collections must agree) and in every rerun
+_BYTES = random.Random(20261126)
+BINARY = _BYTES.randbytes(1 << 16).replace(b"\r", b"") + b"\n:::MLLOG \xff\xfe{\n" + _BYTES.randbytes(4096).replace(b"\r", b"")  # no \r: \n alone ends a line
 BINARY_LINE = BINARY[: BINARY.index(b":::MLLOG")].count(b"\n") + 1
 
 
@@ -295,6 +313,7 @@ BINARY_LINE = BINARY[: BINARY.index(b":::MLLOG")].count(b"\n") + 1
         ("binary", BINARY, f"line {BINARY_LINE}: "),
         ("broken-json", b':::MLLOG {"namespace": "", "time_ms": 1, "key": "run_start", \n', "line 1: "),
     ],
+    ids=["not-mllog", "binary", "broken-json"],
 )
 def test_a_hostile_log_is_one_dropped_run_with_its_reason(tmp_path, name, data, message):
     folder = hostile(tmp_path, name, data)
