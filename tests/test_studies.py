@@ -258,6 +258,22 @@ def test_equal_recipes_run_once_across_studies_and_entries(tmp_path, monkeypatch
         load_study(project / "config/studies/test-batch.yaml", SMOKE, {"nope": "smoke-b128"})
 
 
+def test_the_configs_study_seeds_replace_every_studys_own(tmp_path, monkeypatch):
+    """A machine too small for the study files' seeds: config key study_seeds
+    runs and reads those instead, and the study's JSON says whose seeds they are."""
+    project = copy_project(tmp_path / "p")
+    plan = study_plan(project, monkeypatch, study_seeds=[3])
+    assert {e.id: e.seeds for e in plan.entries.values()} == dict.fromkeys(plan.entries, (3,)) and len(plan.entries) == 5
+    assert all(d.endswith("/seed3") for name in plan.studies for d in plan.study_runs(name))
+    assert plan.studies["test-batch"].file_seeds == [0, 1] and plan.studies["test-threads"].file_seeds == [0]
+    (project / "config/seeds3.yaml").write_text("study_seeds: [3]\n")
+    run_cli("pipeline", "dvc", "--config", "config/test-study.yaml", "--config", "config/seeds3.yaml", cwd=project, check=True)
+    stages = yaml.safe_load((project / "dvc.yaml").read_text())["stages"]
+    assert {k.rsplit("-", 1)[1] for k in stages["train"]["foreach"]} == {"3"}
+    assert all(" --seeds 3 --json " in item["cmd"] for item in stages["study"]["foreach"].values())
+    # the summary reads the config's seeds and says the study file asked for others: the Slurm study test (tests/test_slurm.py)
+
+
 def test_a_variant_reruns_exactly_when_its_resolved_recipe_changes(tmp_path, monkeypatch):
     """Snakemake's rerun value of a variant's train job and DVC's params file
     of it (its resolved recipe, written by `dawnpipe pipeline dvc`) change

@@ -93,6 +93,8 @@ class Plan:
             if not os.path.isfile(path):
                 raise DawnpipeError(f"{self.config.where('studies')}: field 'studies': no study {name!r} ({path} not found)")
             studies[name] = load_study(path, self.config["entries_dir"])
+            if self.config["study_seeds"] is not None:  # the config's seeds in place of the file's (so in its values too)
+                studies[name].use_seeds(self.config["study_seeds"])
         for study in studies.values():  # entries first: a variant equal to one runs as it
             self._add(study.base, os.path.join(self.config["entries_dir"], f"{study.base}.yaml"), study.base_recipe, study, ())
         runs_as: dict[str, str] = {}

@@ -677,6 +677,7 @@ STUDY_STAGE = Stage(
         "--runs",
         "results/runs",
         Param("same_as"),
+        Param("seeds"),
         "--json",
         Out("json"),
         "--html",
@@ -690,11 +691,13 @@ STUDY_STAGE = Stage(
         "entries_dir": lambda plan, job: plan.config["entries_dir"],
         # variants whose recipe runs as another study's or the config's entry: the summary reads that run directory
         "same_as": lambda plan, job: [w for vid, e in plan.shared_runs(job["study"]).items() for w in ("--same-as", vid, e)],
+        # the config's study_seeds, in place of the study file's
+        "seeds": lambda plan, job: ["--seeds", *map(str, plan.config["study_seeds"])] if plan.config["study_seeds"] is not None else [],
         "prices": EXTRACT.params["prices"],  # the cost to accuracy of each variant
     },
     # the study file by value too: a new ladder or description summarizes again, a comment does not
     values={"prices": PRICES, "study": STUDY_FILE},
-    config_keys=("config.studies_dir", "config.entries_dir"),
+    config_keys=("config.studies_dir", "config.entries_dir", "config.study_seeds"),
     needs=Needs(mem_mb=2000, runtime_min=10),
 )
 

@@ -41,7 +41,7 @@ div.chart{width:100%;max-width:760px;min-height:360px}</style></head><body>
 <h1>Study {{ s.study }}</h1>
 <p>{{ s.description }}</p>
 {% if s.claim %}<p><strong>The paper's claim:</strong> {{ s.claim }}</p>{% endif %}
-<p class="muted">Base entry <code>{{ s.base }}</code>, design {{ s.design }}, seeds {{ s.seeds | join(", ") }}; runs {{ "continue to their whole budget" if s.continue_past_threshold else "stop at the threshold" }}.
+<p class="muted">Base entry <code>{{ s.base }}</code>, design {{ s.design }}, seeds {{ s.seeds | join(", ") }}{% if s.study_file_seeds %} (the configuration's study_seeds, in place of the study file's {{ s.study_file_seeds | join(", ") }}){% endif %}; runs {{ "continue to their whole budget" if s.continue_past_threshold else "stop at the threshold" }}.
 Medians over seeds; a seed that did not reach a rung counts as infinitely slow (no median when half or more did not). Speed-up: the base's median over the variant's.</p>
 <table><tr><th>Variant</th><th>Overrides</th>{% for t in s.ladder %}<th>Median to {{ t }}</th><th>Speed-up</th><th>Reached</th>{% endfor %}<th>Epochs to {{ s.ladder[-1] }}</th><th>CoV to {{ s.ladder[-1] }}</th><th>Final accuracy (median)</th>{% if held %}<th>Held-out (final)</th><th>Gap</th>{% endif %}<th>Items/s</th><th>s/epoch</th><th>Cost to {{ s.ladder[-1] }}</th></tr>
 {% for v in s.variants %}<tr><td><code>{{ v.id }}</code>{% if v.same_as %} <span class="muted">(same recipe as {{ v.same_as }}: run once)</span>{% endif %}</td>
@@ -65,6 +65,8 @@ Medians over seeds; a seed that did not reach a rung counts as infinitely slow (
 
 
 def configure(p) -> None:
+    from dawnpipe.argtypes import seed
+
     sub = p.add_subparsers(dest="verb", metavar="VERB", required=True)
     variants = sub.add_parser("variants", help="list a study's variants (ids, overrides, which run)")
     variants.add_argument("study", type=Path, help="a study file (config/studies/<name>.yaml)")
@@ -75,6 +77,9 @@ def configure(p) -> None:
     summarize.add_argument("--runs", type=Path, default=Path("results/runs"), help="the runs directory (<entry>/seed<k>/)")
     summarize.add_argument(
         "--same-as", action="append", nargs=2, metavar=("VARIANT", "ENTRY"), help="a variant whose runs are that entry's (the pipeline's; repeatable)"
+    )
+    summarize.add_argument(
+        "--seeds", type=seed, nargs="+", help="the seeds to read in place of the study file's (the pipeline passes the config's study_seeds)"
     )
     summarize.add_argument("--json", type=Path, required=True, help="output: the study's JSON")
     summarize.add_argument("--html", type=Path, required=True, help="output: the study's page")
@@ -215,6 +220,8 @@ def summarize(study, runs_dir: Path, prices: dict[str, dict[str, Any]] | None = 
         "design": study.doc["design"],
         "figure": figure_kind(study),
         "seeds": list(study.seeds),
+        # the study file's own seeds where others ran in their place (the config's study_seeds), else null
+        "study_file_seeds": study.file_seeds,
         "ladder": ladder,
         "continue_past_threshold": study.full_budget,
         "metric": task.metric_label,
@@ -362,6 +369,8 @@ def run(args) -> int:
     if args.verb == "variants":
         print(json.dumps([{"id": v.id, "overrides": v.overrides, "same_as": v.same_as} for v in study.variants], indent=1))
         return 0
+    if args.seeds:
+        study.use_seeds(args.seeds)
     summary = summarize(study, args.runs, load_prices(args.prices) if args.prices else None)
     machine = {}
     base_run = args.runs / study.base / f"seed{study.seeds[0]}" / "run.json"
@@ -375,5 +384,7 @@ def run(args) -> int:
     write_text(args.html, render(summary, machine))
     best = max(summary["variants"][1:], key=lambda v: v["speedup"][str(summary["ladder"][-1])] or 0.0, default=None)
     top = f"; fastest variant to {summary['ladder'][-1]}: {best['id']}" if best and best["speedup"][str(summary["ladder"][-1])] else ""
-    print(f"study: {study.name}: {len(summary['variants'])} variants (base included) over seeds {list(study.seeds)}{top} -> {args.html}")
+    from dawnpipe.display import terminal_safe
+
+    print(terminal_safe(f"study: {study.name}: {len(summary['variants'])} variants (base included) over seeds {list(study.seeds)}{top} -> {args.html}"))
     return 0

@@ -62,9 +62,17 @@ class Study:
     base_recipe: dict[str, Any] = field(default_factory=dict)
     variants: list[Variant] = field(default_factory=list)
 
+    file_seeds: list[int] | None = None  # the study file's seeds, where use_seeds replaced them
+
     @property
     def seeds(self) -> tuple[int, ...]:
         return tuple(self.doc["seeds"])
+
+    def use_seeds(self, seeds: list[int]) -> None:
+        """Run and read these seeds in place of the study file's (config key study_seeds)."""
+        if list(seeds) != list(self.doc["seeds"]):
+            self.file_seeds = self.file_seeds or list(self.doc["seeds"])
+            self.doc["seeds"] = list(seeds)
 
     @property
     def ladder(self) -> list[float]:
