@@ -121,6 +121,17 @@ def test_snakemake_stops_before_any_job_with_one_line_naming_the_file(tmp_path):
 
 
 @pytest.mark.slow
+def test_snakemake_prints_a_config_error_without_the_terminal_escapes_in_the_file(tmp_path):
+    proj = project(tmp_path)
+    (proj / "config/hostile.yaml").write_text('inference: {"warm\\e]0;owned\\apu": 3}\n')
+    proc = run_snakemake(proj, "-n", "results/leaderboard.html", "--configfile", "config/hostile.yaml", check=False)
+    assert proc.returncode == 1
+    [line] = [line for line in proc.stderr.splitlines() if line.startswith("dawnpipe: error: ")]
+    assert "config/hostile.yaml: field 'inference': unknown key 'warm\\x1b]0;owned\\x07pu'" in line, line
+    assert "\x1b" not in proc.stderr and "\x07" not in proc.stderr
+
+
+@pytest.mark.slow
 def test_snakemake_lays_its_config_and_overrides_as_the_generator_does(tmp_path):
     proj = project(tmp_path)
     proc = run_snakemake(proj, "-n", "-p", "results/leaderboard.html", "--configfile", "config/test.yaml", "--config", "seeds=[3]")

@@ -325,6 +325,32 @@ def test_peak_table_rows_are_complete_and_sourced():
 
 
 @pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda row: row.update(fp32="15.7"), "field 'devices.Tesla V100-SXM2-16GB.fp32': expected a number or null, got str '15.7'"),
+        (lambda row: row.update(bf16=0), "field 'devices.Tesla V100-SXM2-16GB.bf16': expected a number > 0, got int 0"),
+        (
+            lambda row: row.update(fp8=1000.0),
+            "field 'devices.Tesla V100-SXM2-16GB': unknown key 'fp8' (known: aliases, fp32, fp16, bf16, tf32, memory_gbps, source)",
+        ),
+        (lambda row: row.pop("source"), "field 'devices.Tesla V100-SXM2-16GB.source': missing (expected a string)"),
+    ],
+)
+def test_a_peak_table_row_against_its_schema_is_named(change, message):
+    import copy
+
+    from dawnpipe.errors import DawnpipeError
+    from dawnpipe.telemetry.peaks import checked_peaks
+
+    doc = {"devices": copy.deepcopy(peak_table())}
+    checked_peaks(doc)  # the shipped table passes
+    change(doc["devices"]["Tesla V100-SXM2-16GB"])
+    with pytest.raises(DawnpipeError) as e:
+        checked_peaks(doc, "peaks.yaml")
+    assert str(e.value) == f"peaks.yaml: {message}"
+
+
+@pytest.mark.parametrize(
     "name, key",
     [
         ("NVIDIA A100-SXM4-40GB", "NVIDIA A100-SXM4-40GB"),

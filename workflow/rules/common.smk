@@ -15,6 +15,7 @@ sys.path.insert(0, SRC)
 
 from snakemake.settings.types import DeploymentMethod  # noqa: E402
 
+from dawnpipe.display import terminal_safe  # noqa: E402
 from dawnpipe.errors import DawnpipeError  # noqa: E402
 from dawnpipe.pipeline import render  # noqa: E402
 from dawnpipe.pipeline.config import resolve, typed_cli_values  # noqa: E402
@@ -31,7 +32,7 @@ try:
     CONFIG = resolve([os.path.relpath(f, workflow.basedir) for f in workflow.config_settings.configfiles], typed_cli_values(workflow.config_settings.config), root=Path(workflow.basedir))
     PLAN = Plan(CONFIG)
 except DawnpipeError as _err:  # bad input: one line, before any job (Snakemake would add its own traceback)
-    print(f"dawnpipe: error: {_err}", file=sys.stderr)
+    print(f"dawnpipe: error: {terminal_safe(str(_err))}", file=sys.stderr)
     sys.exit(1)
 config.clear()
 config.update(CONFIG.values)

@@ -135,6 +135,10 @@ def read_scaling(folder: Path, result: Result) -> float | None:
 
     path = folder / "scaling.json"
     if not path.exists():
+        if path.is_symlink():  # the summarizer's os.path.exists is False for it too: no factor, but say so
+            result.warnings.append(
+                f"{path}: a symbolic link to nothing ({os.readlink(path)!r}); read as absent (factor 1.0), as the result summarizer reads it"
+            )
         return 1.0
     try:
         factor = read_json(path, max_bytes=1 << 16)

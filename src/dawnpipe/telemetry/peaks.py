@@ -28,8 +28,15 @@ PRECISIONS = ("fp32", "bf16", "fp16", "int8")
 
 @functools.cache
 def peak_table() -> dict[str, dict[str, Any]]:
-    doc = yaml.safe_load(resources.files("dawnpipe.telemetry").joinpath("peaks.yaml").read_text(encoding="utf-8"))
-    return doc["devices"]
+    return checked_peaks(yaml.safe_load(resources.files("dawnpipe.telemetry").joinpath("peaks.yaml").read_text(encoding="utf-8")))["devices"]
+
+
+def checked_peaks(doc: Any, source: str = "dawnpipe/telemetry/peaks.yaml") -> dict[str, Any]:
+    """The peak table as schemas/peaks.schema.yaml has it, or an error naming the field."""
+    from dawnpipe.schemas import jsonschema_check
+
+    jsonschema_check.check(doc, jsonschema_check.package_schema("peaks"), source)
+    return doc
 
 
 def _norm(name: str) -> str:
