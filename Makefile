@@ -35,11 +35,11 @@ study: setup
 # tests/conftest.py. TEST_WORKERS=0: one process.
 TEST_WORKERS ?= 2
 test: setup lint
-	python -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
+	python -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
 # Skips the end-to-end runs of the real tools; for quick local iterations only.
 test-fast: setup
-	python -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder -m "not slow"
+	python -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder -m "not slow"
 
 # Format and lint (ruff), the import layers (.importlinter), the workflow
 # (snakemake --lint), and dvc.yaml against the stage table.

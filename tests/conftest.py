@@ -153,29 +153,46 @@ def test_workflow(tmp_path_factory, fashion_mnist_source) -> Path:
     return work
 
 
-# `make test` runs the suite on two pytest-xdist workers (-n 2 --dist loadgroup):
-# the end-to-end tests spend much of their time waiting (Slurm's status polls,
-# subprocess start-up, DVC's git calls), which the other worker fills.
+# `make test` runs the suite on two pytest-xdist workers (-n 2 --dist loadscope
+# --no-loadscope-reorder): the end-to-end tests spend much of their time waiting
+# (Slurm's status polls, subprocess start-up, DVC's git calls), which the other
+# worker fills. A scope is a test module, so that a module's fixtures (most of
+# them real training runs) are built once, on one worker; the modules that use
+# the session's test_workflow share one scope, so that it too is built once and
+# test_pipeline's temporary edits of it never race another reader. (xdist's own
+# --dist loadgroup marks do not group under pytest 9: they rename Node._nodeid,
+# which pytest 9 no longer reads.)
 SHARED_RUN_GROUP = "test_workflow"
+SHARED_RUN_MODULES = frozenset(
+    f"tests/{name}.py" for name in ("test_infer_workflow", "test_leaderboard", "test_page_browser", "test_pipeline", "test_slurm", "test_telemetry_workflow")
+)
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks
+def _scope(nodeid: str) -> str:
+    module = nodeid.split("::", 1)[0]
+    return SHARED_RUN_GROUP if module in SHARED_RUN_MODULES else module
+
+
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleScopes(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _scope(nodeid)
+
+    return ModuleScopes(config, log)
+
+
 def pytest_collection_modifyitems(config, items):
-    """One xdist group per test module, so that a module's fixtures (most of
-    them real training runs) are built once, on one worker; and one group for
-    every module that uses the session's test_workflow, so that it too is built
-    once and test_pipeline's temporary edits of it never race another reader.
-    That group (the Slurm module among them) is the longest, so it goes first
-    (make test passes --no-loadscope-reorder: groups are handed out in this
-    order), while the other worker takes the remaining modules one by one."""
+    """The shared run's scope (the Slurm module among it) is the longest, so
+    its tests come first: with --no-loadscope-reorder the scopes are handed
+    out in this order, and the other worker takes the remaining modules one
+    by one. Every module that uses test_workflow must be in SHARED_RUN_MODULES
+    (the scheduler sees only test ids, not fixtures)."""
     modules: dict[str, list] = {}
     for item in items:
         modules.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
-    first, rest = [], []
     for module, tests in modules.items():
-        shared = any("test_workflow" in item.fixturenames for item in tests)
-        for item in tests:
-            if item.get_closest_marker("xdist_group") is None:
-                item.add_marker(pytest.mark.xdist_group(SHARED_RUN_GROUP if shared else module))
-        (first if shared else rest).extend(tests)
-    items[:] = first + rest
+        if module not in SHARED_RUN_MODULES and any("test_workflow" in item.fixturenames for item in tests):
+            raise pytest.UsageError(f"{module} uses test_workflow: add it to SHARED_RUN_MODULES in tests/conftest.py")
+    items.sort(key=lambda item: _scope(item.nodeid) != SHARED_RUN_GROUP)  # stable: the file order otherwise

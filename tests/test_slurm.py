@@ -46,6 +46,11 @@ TIMING = {"value", "display", "rank", "wall_hours", "timestamp"}  # and every *_
 
 
 PROFILE = yaml.safe_load((ROOT / "profiles/slurm/config.yaml").read_text(encoding="utf-8"))
+# The profile with the plugin's first status query 1 s after a submission
+# instead of its 5: the plugin then waits 10 s longer after every query that
+# finds no job finished (11, 21, ... s), and the test config's jobs are short,
+# so this alone takes minutes off the suite. Nothing else of the profile changes.
+SLURM = ("--profile", "profiles/slurm", "--slurm-init-seconds-before-status-checks", "1")
 PROFILE_PARTITION = PROFILE["default-resources"]["slurm_partition"]
 
 
@@ -129,8 +134,7 @@ def slurm_workflow(slurm_cluster, tmp_path_factory, fashion_mnist_source):
     out_path = work / "snakemake.out"
     cmd = [
         "snakemake",
-        "--profile",
-        "profiles/slurm",
+        *SLURM,
         "results/leaderboard.html",
         "--configfile",
         "config/test.yaml",
@@ -245,7 +249,7 @@ def test_two_processes_started_by_srun(slurm_workflow, slurm_cluster):
     config = resolved_config(work, "config/test.yaml")
     config.update(name="ddp-slurm", entries=["tiny-2proc"], seeds=[0], train_limit=2000, test_limit=1000)
     (work / "config/ddp.yaml").write_text(yaml.safe_dump(config))
-    run_snakemake(work, "--profile", "profiles/slurm", "results/runs/tiny-2proc/seed0/time_to_accuracy.json", "--configfile", "config/ddp.yaml", timeout=1800)
+    run_snakemake(work, *SLURM, "results/runs/tiny-2proc/seed0/time_to_accuracy.json", "--configfile", "config/ddp.yaml", timeout=1800)
     run = run_json(work, "tiny-2proc", 0)
     assert run["result"]["distributed"] == {"nodes": 1, "processes_per_node": 2, "world_size": 2, "backend": "gloo", "launcher": "srun"}
     assert run["hardware"] == "local-cpu (2 processes)"
@@ -265,7 +269,7 @@ def test_a_study_runs_under_slurm_on_the_configs_study_seeds(slurm_workflow, slu
     file's seeds 0 and 1): only seed 1 runs, and the JSON and page say so."""
     work = slurm_workflow["work"]
     target = "results/studies/test-batch.html"
-    proc = run_snakemake(work, "--profile", "profiles/slurm", target, "--configfile", "config/test-study.yaml", "--config", "study_seeds=[1]", timeout=3600)
+    proc = run_snakemake(work, *SLURM, target, "--configfile", "config/test-study.yaml", "--config", "study_seeds=[1]", timeout=3600)
     out = proc.stdout + proc.stderr
     assert "localrule" not in out  # the study stage too ran as a Slurm job
     jobs = job_records(slurm_cluster["jobcomp"])
@@ -299,8 +303,7 @@ def test_gpu_data_parallel_job_gets_gpus_and_tasks_stand_in(slurm_workflow, slur
     (work / "config/gpu.yaml").write_text(yaml.safe_dump(config))
     proc = run_snakemake(
         work,
-        "--profile",
-        "profiles/slurm",
+        *SLURM,
         "--retries",
         "0",
         "results/runs/tiny-gpu2/seed0/run.json",

@@ -97,6 +97,7 @@ def scaling_summary(usd_per_hour=0.1):
         "design": "one-at-a-time",
         "figure": "scaling",
         "seeds": [0, 1],
+        "study_file_seeds": None,
         "ladder": [80.0],
         "continue_past_threshold": True,
         "metric": "top-1 accuracy (%)",
@@ -161,3 +162,10 @@ def test_a_variant_run_as_another_studys_or_an_entrys_recipe_keeps_its_curves():
     summary["variants"][2]["same_as"] = "fastnet-2proc"
     accuracy = chart_specs(render(summary))[0]
     assert [t["name"] for t in accuracy["data"] if t["name"] != "top rung 80"] == drawn
+
+
+def test_the_page_says_when_the_configs_study_seeds_ran_in_place_of_the_files():
+    summary = scaling_summary()
+    assert "in place of the study file" not in render(summary)
+    summary.update(seeds=[7], study_file_seeds=[0, 1, 2])
+    assert "seeds 7 (the configuration's study_seeds, in place of the study file's 0, 1, 2); runs" in render(summary)
