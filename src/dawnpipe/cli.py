@@ -38,10 +38,19 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's own usage errors ("unrecognized arguments: ...") quote the
+    arguments: terminal-safe, like every other error line."""
+
+    def error(self, message: str):
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: error: {terminal_safe(message)}\n")
+
+
 def _top_parser() -> argparse.ArgumentParser:
     width = max(len(c) for c in COMMANDS)
     lines = "\n".join(f"  {c:<{width}}  {h}" for c, (_, h) in COMMANDS.items())
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="dawnpipe",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="DAWNBench-style time-to-accuracy benchmark pipeline.",
@@ -88,7 +97,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"dawnpipe: error: unknown command {terminal_safe(repr(command))} (choose from {', '.join(COMMANDS)})", file=sys.stderr)
         sys.exit(2)
     module_name, help_line = COMMANDS[command]
-    parser = argparse.ArgumentParser(prog=f"dawnpipe {command}", description=help_line)
+    parser = _Parser(prog=f"dawnpipe {command}", description=help_line)
     try:  # options may list the tasks: a malformed task file is named here, in one line
         module = importlib.import_module(module_name)
         module.configure(parser)
