@@ -173,6 +173,14 @@ def test_a_bug_is_one_line_on_the_terminal_and_a_traceback_in_a_file(capsys):
         report.unlink()
 
 
+def test_argparses_own_usage_error_prints_the_arguments_terminal_safe():
+    """argparse writes "unrecognized arguments: ..." itself; a fuzzed ESC once
+    reached the terminal raw this way (fresh clone of 00dfbf0, test_cli_fuzz[report])."""
+    proc = run_cli("report", "--runs", "r", "--json", "j", "--html", "h", "--table", "t", "--csv", "c", "a\x1bb")
+    assert proc.returncode == 2 and "\x1b" not in proc.stderr, proc.stderr
+    assert proc.stderr.splitlines()[-1] == "dawnpipe report: error: unrecognized arguments: a\\x1bb"
+
+
 def test_an_os_error_is_one_line_naming_the_file(capsys):
     def full_disk(args):
         raise OSError(28, "No space left on device", "/results/x.json")
