@@ -271,8 +271,8 @@ def test_editing_comments_and_number_formats_reruns_nothing_but_the_check(built)
     repo, env = built.repo, built.env
     entry = repo / "config/entries/fastnet-b.yaml"
     text = entry.read_text(encoding="utf-8")
-    edited = text.replace("  lr: 0.1 ", "  lr: 0.10 ").replace("# peak rate", "# the peak rate (edited)")
-    assert edited.count("0.10 ") == 1 and "(edited)" in edited
+    edited = text.replace("  lr: 0.2 ", "  lr: 0.20 ").replace("# peak rate", "# the peak rate (edited)")
+    assert edited.count("0.20 ") == 1 and "(edited)" in edited
     entry.write_text("# a new first line\n" + edited, encoding="utf-8")
     for name in ("config/config.yaml", "config/prices.yaml"):
         with open(repo / name, "a", encoding="utf-8") as f:
@@ -389,11 +389,11 @@ def test_changing_one_entry_reruns_only_its_work(built):
     repo, env = built.repo, built.env
     entry = repo / "config/entries/fastnet-b.yaml"
     text = entry.read_text(encoding="utf-8")
-    assert text.count("  lr: 0.1 ") == 1
-    entry.write_text(text.replace("  lr: 0.1 ", "  lr: 0.15 "), encoding="utf-8")
+    assert text.count("  lr: 0.2 ") == 1
+    entry.write_text(text.replace("  lr: 0.2 ", "  lr: 0.15 "), encoding="utf-8")
     diff = json.loads(run(repo, env, "dvc", "params", "diff", "--json").stdout)
     assert list(diff) == ["config/entries/fastnet-b.yaml"] and list(diff["config/entries/fastnet-b.yaml"]) == ["hyperparameters.lr"]
-    assert {k: diff["config/entries/fastnet-b.yaml"]["hyperparameters.lr"][k] for k in ("old", "new")} == {"old": 0.1, "new": 0.15}
+    assert {k: diff["config/entries/fastnet-b.yaml"]["hyperparameters.lr"][k] for k in ("old", "new")} == {"old": 0.2, "new": 0.15}
     # flops reads the network, batch, precision and layout, not the learning rate: not rerun
     assert set(status(repo, env)) == {"pipeline", "train@fastnet-b-0"}  # the check: the entry file changed
     before = tracked_files(repo)

@@ -109,8 +109,8 @@ def test_changed_value_retrains_only_that_entry(test_workflow):
     entry = test_workflow / "config/entries/fastnet.yaml"
     old = entry.read_text()
     try:
-        entry.write_text(old.replace("label_smoothing: 0.2", "label_smoothing: 0.1"))
-        assert "label_smoothing: 0.1" in entry.read_text()
+        entry.write_text(old.replace("momentum: 0.9 ", "momentum: 0.8 "))
+        assert "momentum: 0.8 " in entry.read_text()
         jobs = planned_jobs(test_workflow)
         assert jobs.get("train") == 2 and jobs.get("infer") == 2  # fastnet's two seeds, not resnet20-dawn's
         assert "fetch" not in jobs and "prepare" not in jobs
@@ -141,7 +141,7 @@ def test_changed_value_retrains_a_run_whose_files_a_failed_retraining_removed(te
     try:
         for name in names:
             (run_dir / name).rename(aside / name)  # a rename keeps the modification times for the restore
-        entry.write_text(old.replace("label_smoothing: 0.2", "label_smoothing: 0.1"))
+        entry.write_text(old.replace("momentum: 0.9 ", "momentum: 0.8 "))
         jobs = planned_jobs(test_workflow)
         assert jobs.get("train") == 2 and jobs.get("extract") == 2 and jobs.get("infer") == 2, jobs
     finally:
