@@ -1,0 +1,103 @@
+"""The record a bench script writes of what it measured, so that no number in
+the docs is typed by hand (docs/measurements.md, docs/studies.md: `make docs`
+generates their tables from these records).
+
+    python bench/overhead.py --record        # also writes docs/measurements/overhead.json
+
+A record is one JSON file, ``docs/measurements/<name>.json``:
+
+    {"name": ..., "command": "python bench/overhead.py --repeats 3",
+     "date": "2026-11-27T01:02:03+00:00", "commit": "<sha>", "dirty": false,
+     "machine": {"cpu_model", "cpu_count", "memory_gib", "platform", "python",
+                 "torch", "gpus"},
+     "result": {... what the script measured, its own keys ...}}
+
+Written only when the script is asked to (``--record``): a test run of a bench
+script never replaces the record of a real measurement. Written atomically
+(a temporary file, then renamed), like every output of dawnpipe.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT / "src") not in sys.path:
+    sys.path.insert(0, str(ROOT / "src"))
+
+from dawnpipe.fileio import write_json  # noqa: E402
+from dawnpipe.runinfo import cpu_model, git_state, now_iso  # noqa: E402
+
+RECORDS = ROOT / "docs" / "measurements"
+
+
+def add_record_flag(parser: argparse.ArgumentParser, name: str) -> None:
+    """``--record``: write the result to docs/measurements/<name>.json (``--record-dir`` elsewhere)."""
+    parser.add_argument("--record", action="store_true", help=f"write the result, machine, commit and command to docs/measurements/{name}.json")
+    parser.add_argument("--record-dir", type=Path, default=RECORDS, help=argparse.SUPPRESS)
+
+
+def machine() -> dict[str, Any]:
+    """What the measurement ran on: enough to say "on which machine" beside every number."""
+    import platform
+
+    facts: dict[str, Any] = {
+        "cpu_model": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "memory_gib": None,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "torch": None,
+        "gpus": [],
+    }
+    try:
+        import psutil
+
+        facts["memory_gib"] = round(psutil.virtual_memory().total / 2**30, 1)
+    except ImportError:
+        pass
+    try:
+        import torch
+
+        facts["torch"] = torch.__version__
+        if torch.cuda.is_available():
+            facts["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+            facts["cuda"] = torch.version.cuda
+    except ImportError:
+        pass
+    return facts
+
+
+def command_line(argv: list[str] | None = None) -> str:
+    """The command as a reader would type it again: ``python bench/<script> ARGS`` (no --record)."""
+    argv = list(sys.argv if argv is None else argv)
+    script = Path(argv[0]).resolve()
+    try:
+        shown = str(script.relative_to(ROOT))
+    except ValueError:
+        shown = argv[0]
+    rest = [a for a in argv[1:] if a != "--record"]
+    return shlex.join(["python", shown, *rest])
+
+
+def write_record(name: str, result: dict[str, Any], *, out_dir: Path = RECORDS, argv: list[str] | None = None) -> Path:
+    """Write ``result`` with the machine, commit, date and command to ``out_dir/<name>.json``; its path."""
+    git = git_state(ROOT)
+    record = {
+        "name": name,
+        "command": command_line(argv),
+        "date": now_iso(),
+        "commit": git["commit"],
+        "dirty": git["dirty"],
+        "machine": machine(),
+        "result": result,
+    }
+    path = Path(out_dir) / f"{name}.json"
+    write_json(path, record)
+    print(f"record: {path}", flush=True)
+    return path
