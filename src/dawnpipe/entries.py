@@ -36,9 +36,12 @@ def fill_defaults(instance: Any, schema: dict[str, Any]) -> Any:
 
 def validate_entry(doc: Any, source: str) -> dict[str, Any]:
     """The entry with the schema's defaults filled in; the first problem is one
-    DawnpipeError naming ``source`` and the field."""
+    DawnpipeError naming ``source`` and the field. A program entry (one with a
+    ``program`` section) is checked against its own schema (validate_program)."""
     if not isinstance(doc, dict):
         raise DawnpipeError(f"{source}: an entry must be a mapping, got {type(doc).__name__}")
+    if "program" in doc:
+        return validate_program(doc, source)
     schema = entry_schema()
     jsonschema_check.check(doc, schema, source)
     from dawnpipe.tasks import all_tasks  # tasks are data files: the schema cannot list them
@@ -48,6 +51,53 @@ def validate_entry(doc: Any, source: str) -> dict[str, Any]:
     entry = fill_defaults(copy.deepcopy(doc), schema)
     model_args.check(entry, all_tasks()[entry["task"]].data_kind.items, source)
     return entry
+
+
+# What a program entry is given, so that every stage reads it like a zoo
+# entry: the framework every program has, and one process (a program that
+# starts processes of its own does so inside its command).
+PROGRAM_FRAMEWORK = "program"
+_ZOO_ONLY = ("framework", "model", "model_args", "distributed", "held_out", "new_test")
+
+
+def is_program(entry: dict[str, Any]) -> bool:
+    return entry.get("framework") == PROGRAM_FRAMEWORK or "program" in entry
+
+
+def validate_program(doc: dict[str, Any], source: str) -> dict[str, Any]:
+    """A program entry, checked (schemas/program_entry.schema.yaml, its
+    placeholders) and filled in: defaults, ``framework: program``, ``model``
+    (the program's name), no model_args, one process."""
+    from dawnpipe.programs import contract
+
+    zoo = [k for k in _ZOO_ONLY if k in doc]
+    if zoo:
+        raise DawnpipeError(
+            f"{source}: field '{zoo[0]}': a program entry has no {zoo[0]} (the program is the recipe: docs/programs.md); "
+            "write either `program:` or `framework:` and `model:`"
+        )
+    schema = jsonschema_check.package_schema("program_entry")
+    jsonschema_check.check(doc, schema, source)
+    from dawnpipe.tasks import all_tasks
+
+    tasks = all_tasks()
+    if doc["task"] not in tasks:
+        raise DawnpipeError(f"{source}: field 'task': unknown task {doc['task']!r} (known: {', '.join(tasks)})")
+    items = tasks[doc["task"]].data_kind.items
+    if items != "image":
+        raise DawnpipeError(f"{source}: field 'task': a program entry hands over an image classifier (docs/programs.md); task {doc['task']} has {items} items")
+    entry = fill_defaults(copy.deepcopy(doc), schema)
+    contract.check(entry["program"], entry["hyperparameters"], source)
+    entry["framework"] = PROGRAM_FRAMEWORK
+    entry["model"] = contract.program_name(entry["program"])
+    entry["model_args"] = {}
+    entry["distributed"] = {"nodes": 1, "processes_per_node": 1}
+    return entry
+
+
+def precision_of(entry: dict[str, Any]) -> str:
+    """The arithmetic an entry trains in: its hyperparameter, or what a program's author states."""
+    return entry["program"]["precision"] if is_program(entry) else entry["hyperparameters"]["precision"]
 
 
 def read_entry_doc(path: str | Path) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from dawnpipe.prices import load_prices, price_per_hour
 from dawnpipe.runfiles import read_run_info
 from dawnpipe.schemas.results import TimeToAccuracyResult, validate
 from dawnpipe.tasks import get_task
-from dawnpipe.tta import cost_usd, time_to_accuracy
+from dawnpipe.tta import TimeToAccuracy, cost_usd, time_to_accuracy
 
 
 def extract(tsv: Path, parquet: Path, run_json: Path, prices: Path) -> dict[str, Any]:
@@ -32,6 +32,10 @@ def extract(tsv: Path, parquet: Path, run_json: Path, prices: Path) -> dict[str,
     task = get_task(run["task"])
     log = read_run_tsv(tsv, task)
     tta = time_to_accuracy(log["epoch"].tolist(), log["hours"].tolist(), log[task.metric_column].tolist(), run["threshold"])
+    # a program entry's run whose claims dawnpipe's scoring contradicted is not ranked (dawnpipe.train.program)
+    excluded = (run.get("program") or {}).get("excluded")
+    if excluded:
+        tta = TimeToAccuracy(False, None, None, None, None, tta.best_metric)
     wall = None
     if tta.reached:
         full = read_run_parquet(parquet, task)
@@ -65,6 +69,8 @@ def extract(tsv: Path, parquet: Path, run_json: Path, prices: Path) -> dict[str,
         "metric": task.metric_column,
         "reason": None
         if tta.reached
+        else excluded
+        if excluded
         else (
             f"did not converge: best {task.metric_column} {task.format_metric(tta.best_metric)} "
             f"< {task.format_metric(run['threshold'])}{' (demo threshold)' if run['demo_threshold'] else ''}"

@@ -36,6 +36,7 @@ class Backend:
     description: str
     items: str = "image"  # the kind of item it answers (dawnpipe.infer.items.KINDS)
     calibrates: bool = False  # takes calibration_items= (training items)
+    model_format: str | None = None  # a program run's model file it reads (onnx, savedmodel); None: a framework's checkpoint
 
 
 BACKENDS: list[Backend] = [
@@ -57,6 +58,29 @@ BACKENDS: list[Backend] = [
         "tensorflow",
         "TensorFlow: one tf.function graph of the Keras model",
     ),
+    # A program entry's run hands over its own model file (docs/programs.md): ONNX, or a TensorFlow SavedModel.
+    Backend(
+        "onnxruntime",
+        "dawnpipe.infer.program_onnx",
+        "program",
+        "the program's own ONNX model run by ONNX Runtime, all graph optimisations",
+        model_format="onnx",
+    ),
+    Backend(
+        "onnxruntime-int8",
+        "dawnpipe.infer.program_onnx_int8",
+        "program",
+        "the program's own ONNX model quantised to int8 (static, calibrated on training items), ONNX Runtime",
+        calibrates=True,
+        model_format="onnx",
+    ),
+    Backend(
+        "tf-function",
+        "dawnpipe.infer.program_savedmodel",
+        "program",
+        "TensorFlow: the program's SavedModel, its serving_default function",
+        model_format="savedmodel",
+    ),
 ]
 
 
@@ -64,27 +88,33 @@ def names() -> list[str]:
     return list(dict.fromkeys(b.name for b in BACKENDS))
 
 
-def get_backend(name: str, items: str = "image") -> Backend:
+def get_backend(name: str, items: str = "image", framework: str | None = None) -> Backend:
+    """The backend ``name`` for ``items`` (and, where given, reading ``framework``'s checkpoints or model files)."""
     for b in BACKENDS:
-        if b.name == name and b.items == items:
+        if b.name == name and b.items == items and framework in (None, b.framework):
             return b
     if name not in names():
         raise DawnpipeError(f"unknown inference backend {name!r} (known: {', '.join(names())})")
     raise DawnpipeError(f"inference backend {name!r} does not answer {items} items (it answers: {', '.join(b.items for b in BACKENDS if b.name == name)})")
 
 
-def backends_for(framework: str, items: str = "image", wanted: list[str] | None = None) -> list[str]:
+def backends_for(framework: str, items: str = "image", wanted: list[str] | None = None, model_format: str | None = None) -> list[str]:
     """Backends (of ``wanted``, in its order; all when None) that read ``framework``'s
-    checkpoints and answer ``items``. An unknown name in ``wanted`` is an error."""
+    checkpoints (a program run's: its ``model_format``, where given) and answer
+    ``items``. An unknown name in ``wanted`` is an error."""
     for name in wanted or []:
         if name not in names():
             raise DawnpipeError(f"unknown inference backend {name!r} (known: {', '.join(names())})")
     candidates = names() if wanted is None else wanted
-    return [n for n in candidates if any(b.name == n and b.framework == framework and b.items == items for b in BACKENDS)]
+
+    def reads(b: Backend) -> bool:
+        return b.framework == framework and b.items == items and (model_format is None or b.model_format == model_format)
+
+    return [n for n in candidates if any(b.name == n and reads(b) for b in BACKENDS)]
 
 
-def default_backend(framework: str, items: str = "image") -> str:
-    found = backends_for(framework, items)
+def default_backend(framework: str, items: str = "image", model_format: str | None = None) -> str:
+    found = backends_for(framework, items, model_format=model_format)
     if not found:
         raise DawnpipeError(f"no inference backend answers {items} items from {framework} checkpoints")
     return found[0]

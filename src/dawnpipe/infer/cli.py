@@ -127,14 +127,17 @@ def run(args) -> int:
     task = get_task(run_info["task"])
     kind = item_kind(task)
     framework = run_info["framework"]
-    wanted = args.backends or [default_backend(framework, kind.name)]
-    chosen = backends_for(framework, kind.name, wanted)
+    # a program run's model is its own file: ONNX or a SavedModel (dawnpipe.programs.models)
+    model_format = (run_info.get("program") or {}).get("model_format")
+    reads = f"{framework} checkpoints" if model_format is None else f"a program's {model_format} model"
+    wanted = args.backends or [default_backend(framework, kind.name, model_format)]
+    chosen = backends_for(framework, kind.name, wanted, model_format)
     skipped = [b for b in wanted if b not in chosen]
     if args.out_dir is None and skipped:
         get_backend(skipped[0], kind.name)  # names the kind of item it does not answer, if that is why
-        raise DawnpipeError(f"{args.run_json}: a {framework} run; backend {skipped[0]} does not read {framework} checkpoints")
+        raise DawnpipeError(f"{args.run_json}: a {framework} run; backend {skipped[0]} does not read {reads}")
     if skipped:
-        print(terminal_safe(f"infer: skipping {', '.join(skipped)}: not for {framework} checkpoints with {kind.name} items"), flush=True)
+        print(terminal_safe(f"infer: skipping {', '.join(skipped)}: not for {reads} with {kind.name} items"), flush=True)
     if not chosen:
         raise DawnpipeError(f"{args.run_json}: none of the backends {', '.join(wanted)} answers a {framework} run's {kind.name} items")
 
@@ -149,7 +152,7 @@ def run(args) -> int:
             path = args.out_dir / f"{name}.json"
             items_path, samples = path.with_suffix(".parquet"), (telemetry_path(path) if args.telemetry else None)
         try:
-            record, per_item = measure(get_backend(name, kind.name), args, run_info, task, kind, inference, usd_per_hour, samples)
+            record, per_item = measure(get_backend(name, kind.name, framework), args, run_info, task, kind, inference, usd_per_hour, samples)
         except Exception as e:  # this backend's failure, not the job's: the others are still measured
             failed.append(backend_failure(name, e, announce=len(chosen) > 1))  # alone: the job's error line names it
             if args.out_dir is not None:  # no stale result of an earlier job left standing for this backend
@@ -217,7 +220,16 @@ def measure(backend: Backend, args, run_info: dict[str, Any], task, kind, infere
     print(
         f"infer: {backend.name} ready in {predictor.notes.get('prepare_seconds', float('nan')):.1f}s on {predictor.device}, "
         f"{predictor.threads} threads, {predictor.framework_version}"
-        + (f"; outputs equal the checkpoint's on {check['items']} items (max |difference| {check['max_abs_diff']:.2g})" if check else ""),
+        + (
+            f"; outputs equal the checkpoint's on {check['items']} items (max |difference| {check['max_abs_diff']:.2g})"
+            if check and "reference" not in check
+            else ""
+        )
+        + (
+            f"; compared with {check['reference']} on {check['items']} items (max |difference| {check['max_abs_diff']:.2g})"
+            if check and "reference" in check
+            else ""
+        ),
         flush=True,
     )
     with telemetry.sampling(samples, args.telemetry_interval if samples else 0):

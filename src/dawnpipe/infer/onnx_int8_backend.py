@@ -27,7 +27,8 @@ from dawnpipe.errors import DawnpipeError
 from dawnpipe.infer.predictor import Predictor
 
 
-def quantize(fp32: Path, out: Path, calibration_items: np.ndarray, work: Path) -> None:
+def quantize(fp32: Path, out: Path, calibration_items: np.ndarray, work: Path, input_name: str = "item") -> None:
+    """Quantise the ONNX model ``fp32`` into ``out``, calibrating on ``calibration_items`` (fed to ``input_name`` one at a time, as given)."""
     from onnxruntime.quantization import CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType, quantize_static
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
@@ -37,7 +38,7 @@ def quantize(fp32: Path, out: Path, calibration_items: np.ndarray, work: Path) -
 
         def get_next(self):
             i = next(self._items, None)
-            return None if i is None else {"item": np.ascontiguousarray(calibration_items[i : i + 1])}
+            return None if i is None else {input_name: np.ascontiguousarray(calibration_items[i : i + 1])}
 
     pre = work / "model.pre.onnx"
     quant_pre_process(str(fp32), str(pre))  # shape inference + graph cleanup, as the tool recommends

@@ -57,7 +57,7 @@ def latency_record(
         "cpu_model": cpu_model,
         "device": predictor.device,
         "backend": predictor.backend,
-        "backend_description": get_backend(predictor.backend, kind.name).description,
+        "backend_description": get_backend(predictor.backend, kind.name, run_info["framework"]).description,
         "threads": int(predictor.threads),
         "precision": predictor.precision,
         "item": kind.description,

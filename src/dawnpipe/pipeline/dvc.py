@@ -50,7 +50,7 @@ def jobs(stage: Stage, plan: Plan) -> list[tuple[str, Job]]:
     if stage.per == TASK:
         return [(t, {"task": t}) for t in plan.tasks()]
     if stage.per == ENTRY:
-        return [(e, {"entry": e}) for e in plan.entries]
+        return [(e, {"entry": e}) for e in plan.entries if stage.only is None or stage.only(plan, {"entry": e})]
     if stage.per == RUN_:
         return [(f"{e}-{s}", {"entry": e, "seed": str(s)}) for e, s in plan.runs()]
     if stage.per == STUDY:

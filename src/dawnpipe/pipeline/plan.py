@@ -224,6 +224,8 @@ class Plan:
         """What a FLOP count reads of an entry: the network, its input and the
         step's batch, precision and memory format; not the optimizer or the schedule."""
         recipe = self.entries[entry].recipe
+        if "program" in recipe:  # its network is inside the program: nothing of it to count before it runs
+            return {"task": recipe["task"], "program": recipe["program"]}
         hp = recipe["hyperparameters"]
         return {k: recipe[k] for k in FLOPS_KEYS} | {k: hp[k] for k in FLOPS_HYPERPARAMETERS}
 

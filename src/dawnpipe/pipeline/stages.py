@@ -128,6 +128,9 @@ class Stage:
     # whether the configuration has this stage at all (None: always); DVC writes no stage without,
     # Snakemake's rule stays defined (it runs only when its output is asked for)
     when: Callable[[Plan], bool] | None = None
+    # which of its jobs exist (None: every task, entry or run); DVC writes those alone, Snakemake
+    # runs one only when another job's input asks for its output
+    only: Callable[[Plan, Job], bool] | None = None
 
 
 # -------------------------------------------------------------- shared values
@@ -163,7 +166,11 @@ def flops_value(plan: Plan, job: Job) -> str:
 def flops_params(plan: Plan, job: Job) -> dict[str, list[str] | None]:
     from dawnpipe.pipeline.plan import FLOPS_HYPERPARAMETERS, FLOPS_KEYS
 
-    # the same keys for every item (DVC's foreach body lists the first item's); a variant's resolved recipe has them all
+    # the same keys for every item (DVC's foreach body lists the first item's); a variant's resolved recipe has them all.
+    # A program entry's file has none of them: with one in the configuration, every entry's whole file
+    # (a zoo entry's new lr then recounts its FLOPs under DVC: seconds, and never a wrong count).
+    if any("program" in e.recipe for e in plan.entries.values()):
+        return {_entry(plan, job).params_file: None}
     return {_entry(plan, job).params_file: [*FLOPS_KEYS, *(f"hyperparameters.{k}" for k in FLOPS_HYPERPARAMETERS)]}
 
 
@@ -182,7 +189,33 @@ PRICES = (prices_value, prices_params)
 
 
 def train_env(plan: Plan, job: Job) -> str:
-    return "train-tf" if _entry(plan, job).framework == "tensorflow" else "train-torch"
+    recipe = _entry(plan, job).recipe
+    if "program" in recipe:  # somebody's program: the environment its entry names
+        return recipe["program"]["conda_env"]
+    return "train-tf" if recipe["framework"] == "tensorflow" else "train-torch"
+
+
+PROGRAMS_DIR = "data/programs/{entry}"  # a program entry's fetched checkout (program.source)
+
+
+def _has_source(plan: Plan, job: Job) -> bool:
+    return bool(_entry(plan, job).recipe.get("program", {}).get("source"))
+
+
+def program_inputs(plan: Plan, job: Job) -> list[str]:
+    """What a program entry's runs are made from, beside its entry's values: its
+    fetched checkout, or the files its command names and its program.files
+    (relative to its workdir); a change reruns its runs. None for a zoo entry."""
+    import os
+
+    program = _entry(plan, job).recipe.get("program")
+    if program is None:
+        return []
+    if program.get("source"):
+        return [PROGRAMS_DIR.format(entry=job["entry"])]
+    workdir = program["workdir"]
+    named = [w for w in program["command"] if "{" not in w and os.path.isfile(os.path.join(workdir, w))]
+    return sorted({os.path.normpath(os.path.join(workdir, f)) for f in (*named, *program["files"])})
 
 
 def prepared(plan: Plan, job: Job) -> str:
@@ -274,7 +307,7 @@ TRAIN = Stage(
     "train",
     "train",
     RUN_,
-    inputs={"data": Input(prepared)},
+    inputs={"data": Input(prepared), "program": Input(program_inputs)},
     outputs={
         "tsv": Output(f"{RUN}/train.tsv", kind="plot", plot={"x": "hours", "x_label": "training hours (evaluation excluded)"}),
         "parquet": Output(f"{RUN}/train.parquet"),
@@ -506,6 +539,25 @@ STABILITY = Stage(
     needs=Needs(mem_mb=500, runtime_min=5),
 )
 
+# A program that is not in the project (program.source): its repository at the
+# pinned commit, fetched into data/programs/<entry>/ before its runs train.
+FETCH_PROGRAM = Stage(
+    "fetch_program",
+    "fetch-program",
+    ENTRY,
+    inputs={},
+    outputs={"checkout": Output(PROGRAMS_DIR, directory=True)},
+    args=("--url", Param("url"), "--commit", Param("commit"), "--dest", Out("checkout")),
+    log="results/logs/fetch_program/{entry}.log",
+    params={
+        "url": lambda plan, job: _entry(plan, job).recipe["program"]["source"]["url"],
+        "commit": lambda plan, job: _entry(plan, job).recipe["program"]["source"]["commit"],
+    },
+    needs=Needs(mem_mb=1000, runtime_min=30),
+    when=lambda plan: any(e.recipe.get("program", {}).get("source") for e in plan.entries.values()),
+    only=_has_source,
+)
+
 EXPORT_DIR = "results/submissions"
 DAWNBENCH_DIR = "data/dawnbench/entries"
 
@@ -701,4 +753,19 @@ STUDY_STAGE = Stage(
     needs=Needs(mem_mb=2000, runtime_min=10),
 )
 
-STAGES: tuple[Stage, ...] = (FETCH, PREPARE, TRAIN, EXTRACT, INFER, FLOPS_STAGE, UTILIZATION, SENSITIVITY, STABILITY, EXPORT, DAWNBENCH, REPORT, STUDY_STAGE)
+STAGES: tuple[Stage, ...] = (
+    FETCH,
+    PREPARE,
+    FETCH_PROGRAM,
+    TRAIN,
+    EXTRACT,
+    INFER,
+    FLOPS_STAGE,
+    UTILIZATION,
+    SENSITIVITY,
+    STABILITY,
+    EXPORT,
+    DAWNBENCH,
+    REPORT,
+    STUDY_STAGE,
+)

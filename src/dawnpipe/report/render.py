@@ -131,6 +131,7 @@ def curves_by_task(runs: list[dict[str, Any]]) -> dict[str, Any]:
 # the same for all (board, runs, stability, ...).
 SECTIONS = [
     ("sections/studies.html.j2", lambda ctx: bool(ctx["studies"])),
+    ("sections/programs.html.j2", lambda ctx: any("program" in r["run"] for r in ctx["runs"])),
     ("sections/excluded.html.j2", lambda ctx: bool(ctx["board"]["excluded"])),
     ("sections/audit.html.j2", lambda ctx: ctx["audit"] is not None),
     ("sections/stability.html.j2", lambda ctx: bool(ctx["stability"])),

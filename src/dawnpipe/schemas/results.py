@@ -50,11 +50,12 @@ class RunLog(Top1Log):
     """Our own Parquet log (image-classification tasks): the TSV columns and more."""
 
     wall_hours: Series[float] = pa.Field(ge=0)
-    train_loss: Series[float] = pa.Field(ge=0)
+    # null where a program entry's run does not say (its loss, its rate and its items are inside the program)
+    train_loss: Series[float] = pa.Field(ge=0, nullable=True)
     eval_seconds: Series[float] = pa.Field(ge=0)
     epoch_train_seconds: Series[float] = pa.Field(gt=0)
-    lr: Series[float] = pa.Field(ge=0)
-    items_per_second: Series[float] = pa.Field(gt=0)
+    lr: Series[float] = pa.Field(ge=0, nullable=True)
+    items_per_second: Series[float] = pa.Field(gt=0, nullable=True)
 
     @pa.dataframe_check
     def training_clock_within_wall_clock(cls, df: pd.DataFrame) -> Series[bool]:

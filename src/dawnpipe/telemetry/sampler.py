@@ -63,7 +63,10 @@ class Sampler:
         powercap: Path = rapl.POWERCAP,
         pid: int | None = None,
         visible_gpus: str | None = None,
+        tree: bool = False,
     ):
+        """``tree``: the process row sums the process and all its descendants
+        (a program entry's work runs in processes dawnpipe starts)."""
         if not interval_s > 0:
             raise ValueError(f"telemetry interval must be > 0 seconds, got {interval_s}")
         self.path = Path(path) if path is not None else None
@@ -74,6 +77,8 @@ class Sampler:
         self.interval_s = float(interval_s)
         self._nvml_module, self._powercap, self._visible = nvml, powercap, visible_gpus
         self._process = psutil.Process(pid or os.getpid())
+        self._tree = tree
+        self._children: dict[int, psutil.Process] = {}
         self.rows: list[dict[str, Any]] = []
         self.ticks = 0
         self.error: str | None = None
@@ -153,7 +158,30 @@ class Sampler:
         with p.oneshot():
             cpu = p.cpu_percent(None)
             rss = p.memory_info().rss
-        return {"device": "process", "kind": "process", "name": f"pid {p.pid}", "utilization_pct": float(cpu), "memory_used_mb": rss / 2**20}
+        name = f"pid {p.pid}"
+        if self._tree:
+            more_cpu, more_rss, alive = self._descendants()
+            cpu, rss, name = cpu + more_cpu, rss + more_rss, f"pid {p.pid} and {alive} descendants"
+        return {"device": "process", "kind": "process", "name": name, "utilization_pct": float(cpu), "memory_used_mb": rss / 2**20}
+
+    def _descendants(self) -> tuple[float, int, int]:
+        """CPU percent and resident bytes of the process's descendants now alive, and how many there are.
+        A child's first reading only sets psutil's reference point, so a process is counted from its second sample on."""
+        try:
+            now = {c.pid: c for c in self._process.children(recursive=True)}
+        except psutil.Error:
+            return 0.0, 0, 0
+        cpu, rss = 0.0, 0
+        for pid, child in now.items():
+            known = self._children.setdefault(pid, child)
+            try:
+                with known.oneshot():
+                    cpu += known.cpu_percent(None)
+                    rss += known.memory_info().rss
+            except psutil.Error:  # it ended between the listing and the reading
+                continue
+        self._children = {pid: self._children[pid] for pid in now}
+        return cpu, rss, len(now)
 
     def _rapl_row(self, zone: rapl.RaplZone) -> dict[str, Any]:
         return {"device": zone.device, "kind": "rapl", "name": zone.name, "energy_j": zone.read()}

@@ -24,6 +24,7 @@ from typing import Any
 import pandas as pd
 
 from dawnpipe.display import terminal_safe
+from dawnpipe.entries import precision_of
 from dawnpipe.fileio import write_json
 from dawnpipe.logs import read_run_parquet
 from dawnpipe.runfiles import read_run_file
@@ -89,9 +90,9 @@ def utilization(
     inference_items: int | None = None,
 ) -> dict[str, Any]:
     task = get_task(run["task"])
-    hp = run["settings"]["entry"]["hyperparameters"]
+    precision = precision_of(run["settings"]["entry"])
     tele = run.get("telemetry") or {}
-    peak = device_peak(run["environment"], tele, hp["precision"])
+    peak = device_peak(run["environment"], tele, precision)
     counted = bool(flops.get("counted"))
     origin = tele.get("training_clock_origin_s")
     m = en.meter(samples) if samples is not None and not samples.empty else None
@@ -103,12 +104,13 @@ def utilization(
     epochs = []
     for i, row in enumerate(log.itertuples(index=False)):
         seconds = float(row.epoch_train_seconds)
-        achieved = flops["flops_per_item"] * float(row.items_per_second) / 1e12 if counted else None
+        rate = en.finite_or_none(float(row.items_per_second))  # none where a program does not say how many items it trained on
+        achieved = flops["flops_per_item"] * rate / 1e12 if counted and rate is not None else None
         epochs.append(
             {
                 "epoch": float(row.epoch),
                 "train_seconds": seconds,
-                "items_per_second": float(row.items_per_second),
+                "items_per_second": rate,
                 "achieved_tflops": achieved,
                 "fraction_of_peak": achieved / peak["compute_tflops"] if achieved is not None and peak["compute_tflops"] else None,
                 "energy_j": joules[i],
@@ -146,7 +148,7 @@ def utilization(
         "seed": int(run["seed"]),
         "task": task.name,
         "framework": run["framework"],
-        "precision": hp["precision"],
+        "precision": precision,
         "threshold": float(run["threshold"]),
         "demo_threshold": bool(run["demo_threshold"]),
         "peak": peak,

@@ -11,6 +11,7 @@ TRAINERS = {
     ("image", "pytorch"): "dawnpipe.train.torch_trainer",
     ("image", "tensorflow"): "dawnpipe.train.tf_trainer",
     ("question", "pytorch"): "dawnpipe.train.squad_trainer",
+    ("image", "program"): "dawnpipe.train.program",  # somebody's own program (docs/programs.md)
 }
 DATA_PARALLEL = {"dawnpipe.train.torch_trainer"}  # trainers that train with several processes (distributed:)
 

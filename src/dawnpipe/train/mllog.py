@@ -62,9 +62,28 @@ def _optimizer_keys(hp: dict[str, Any]) -> dict[str, Any]:
     return keys
 
 
-def write(path: Path, *, settings: dict[str, Any], rows: list[dict[str, Any]], metric: str, run_start_unix: float, train_samples: int) -> None:
+def recipe_keys(settings: dict[str, Any]) -> dict[str, Any]:
+    """The MLLOG keys of a zoo entry's recipe: batch, accumulation, optimizer and schedule."""
+    from mlperf_logging.mllog import constants as c
+
+    hp = settings["entry"]["hyperparameters"]
+    return {c.GLOBAL_BATCH_SIZE: hp["batch_size"], c.GRADIENT_ACCUMULATION_STEPS: 1, **_optimizer_keys(hp)}
+
+
+def write(
+    path: Path,
+    *,
+    settings: dict[str, Any],
+    rows: list[dict[str, Any]],
+    metric: str,
+    run_start_unix: float,
+    train_samples: int,
+    keys: dict[str, Any] | None = None,
+) -> None:
     """train.mllog for a run whose per-epoch log is ``rows`` and whose wall
-    clock started at ``run_start_unix`` (seconds since the epoch)."""
+    clock started at ``run_start_unix`` (seconds since the epoch). ``keys``:
+    the recipe's MLLOG keys (default: a zoo entry's, ``recipe_keys``; a
+    program's are those it logged itself)."""
     from mlperf_logging.mllog import constants as c
     from mlperf_logging.mllog.mllog import MLLogger
 
@@ -74,7 +93,7 @@ def write(path: Path, *, settings: dict[str, Any], rows: list[dict[str, Any]], m
     logger = logging.Logger("dawnpipe.mllog")
     logger.addHandler(logging.StreamHandler(stream))
     log = MLLogger(logger=logger)
-    entry, hp = settings["entry"], settings["entry"]["hyperparameters"]
+    entry = settings["entry"]
     layout = Layout.of(entry)
 
     def ms(seconds_after_start: float) -> int:
@@ -96,9 +115,7 @@ def write(path: Path, *, settings: dict[str, Any], rows: list[dict[str, Any]], m
         (c.SUBMISSION_PLATFORM, hardware_tag(entry["hardware"], layout)),
         (c.SUBMISSION_ENTRY, entry["id"]),
         (c.SEED, settings["seed"]),
-        (c.GLOBAL_BATCH_SIZE, hp["batch_size"]),
-        (c.GRADIENT_ACCUMULATION_STEPS, 1),
-        *_optimizer_keys(hp).items(),
+        *(recipe_keys(settings) if keys is None else keys).items(),
         (c.TRAIN_SAMPLES, train_samples),
     ):
         log.event(key, value, time_ms=min(init_start, start))

@@ -1,0 +1,313 @@
+"""Program entries, piece by piece (docs/programs.md): the placeholders of a
+command, the entry file, the MLLOG a program prints read line by line, both
+clocks of a run computed from the same events, the model files and their
+archive, and a program's repository fetched at a pinned commit. The whole
+harness through real Snakemake is tests/test_program_workflow.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from conftest import run_cli
+
+from dawnpipe.entries import load_entry, validate_entry
+from dawnpipe.errors import DawnpipeError
+from dawnpipe.programs import contract, mllog, models
+
+HONEST = {
+    "task": "fashion-mnist",
+    "hardware": "local-cpu",
+    "program": {"command": ["python", "train.py", "--data", "{data}", "--out", "{out}", "--seed", "{seed}", "--lr", "{hp.lr}"]},
+    "hyperparameters": {"lr": 0.1, "fast": True},
+}
+
+
+def entry(**changes):
+    doc = json.loads(json.dumps(HONEST))
+    for dotted, value in changes.items():
+        node = doc
+        *parents, last = dotted.split("__")
+        for p in parents:
+            node = node[p]
+        node[last] = value
+    return doc
+
+
+# ------------------------------------------------------------------ the entry
+def test_a_program_entry_is_filled_in_like_a_zoo_entry():
+    e = validate_entry(entry(), "config/entries/p.yaml")
+    assert e["framework"] == "program" and e["model"] == "train.py"
+    assert e["distributed"] == {"nodes": 1, "processes_per_node": 1} and e["model_args"] == {}
+    assert e["program"]["contract"] == 1 and e["program"]["workdir"] == "." and e["program"]["precision"] == "fp32"
+    assert e["hyperparameters"] == {"lr": 0.1, "fast": True}  # free-form: no zoo defaults added
+    named = validate_entry(entry(program__name="their recipe"), "p.yaml")
+    assert named["model"] == "their recipe"
+
+
+@pytest.mark.parametrize(
+    ("changes", "field", "why"),
+    [
+        ({"program__command": ["python", "train.py", "--x", "{dat}"]}, "program.command[3]", "unknown placeholder {dat}"),
+        ({"program__command": ["python", "{hp.momentum}"]}, "program.command[1]", "names no hyperparameter"),
+        ({"program__command": ["python", "--x={"]}, "program.command[1]", "unmatched '{'"),
+        ({"program__env": {"LR": "{hp.lr}", "BAD": "{nope}"}}, "program.env.BAD", "unknown placeholder {nope}"),
+        ({"hyperparameters": {"lr": [0.1, 0.2]}}, "program.command[9]", "only a number, a string or true/false"),
+        ({"framework": "pytorch"}, "framework", "a program entry has no framework"),
+        ({"program__contract": 2}, "program.contract", "expected"),
+        ({"program__source": {"url": "x", "commit": "main"}}, "program.source.commit", "expected text matching"),
+        ({"task": "squad"}, "task", "hands over an image classifier"),
+    ],
+)
+def test_a_bad_program_entry_names_the_file_and_the_field(changes, field, why):
+    with pytest.raises(DawnpipeError) as err:
+        validate_entry(entry(**changes), "config/entries/p.yaml")
+    message = str(err.value)
+    assert message.startswith("config/entries/p.yaml: ") and f"'{field}'" in message and why in message, message
+
+
+def test_placeholders_are_filled_per_run_and_braces_can_be_literal():
+    program = {"command": ["run", "--data={data}", "{hp.lr}", "{hp.fast}", "{{literal}}", "{seed}{threads}"], "env": {"OUT": "{out}/x"}}
+    values = {"data": "/d", "out": "/o", "seed": "3", "threshold": "93.0", "device": "cpu", "threads": "2"}
+    command, env = contract.fill(program, values, {"lr": 0.05, "fast": False})
+    assert command == ["run", "--data=/d", "0.05", "false", "{literal}", "32"]
+    assert env == {"OUT": "/o/x"}
+
+
+def test_the_shipped_program_entries_are_valid():
+    from conftest import ROOT
+
+    files = [p for p in (ROOT / "config/entries").glob("*.yaml") if "program" in yaml.safe_load(p.read_text())]
+    assert files, "config/entries has no program entry"
+    for path in files:
+        e = load_entry(path)
+        assert e["framework"] == "program", path
+
+
+# ------------------------------------------------------------------ MLLOG
+def line(key, kind="POINT_IN_TIME", value=None, time_ms=1_000_000.0, prefix="", **metadata):
+    return prefix + mllog.TOKEN + json.dumps({"namespace": "", "time_ms": time_ms, "event_type": kind, "key": key, "value": value, "metadata": metadata})
+
+
+def events(*specs):
+    """(key, kind, dawnpipe stamp s, program time s, metadata) -> Timeline."""
+    tl = mllog.Timeline()
+    done = []
+    for i, (key, kind, stamp, t, meta) in enumerate(specs, 1):
+        value = meta.pop("value", None)
+        ev = mllog.parse(line(key, kind, value, time_ms=t * 1000, **meta), i)
+        n = tl.add(ev, stamp)
+        if n is not None:
+            done.append(n)
+    return tl, done
+
+
+S, E, P = "INTERVAL_START", "INTERVAL_END", "POINT_IN_TIME"
+
+
+def epoch_events(n, start, train, evaluate, program_scale=1.0, accuracy=90.0):
+    """One epoch's contract events from ``start`` (dawnpipe seconds), training ``train`` s, evaluating ``evaluate`` s."""
+    t = start
+    return [
+        ("epoch_start", S, t, t * program_scale, {"epoch_num": n}),
+        ("epoch_stop", E, t + train, (t + train) * program_scale, {"epoch_num": n}),
+        ("eval_start", S, t + train, (t + train) * program_scale, {"epoch_num": n}),
+        ("eval_accuracy", P, t + train + evaluate / 2, (t + train + evaluate / 2) * program_scale, {"epoch_num": n, "value": accuracy}),
+        ("eval_stop", E, t + train + evaluate, (t + train + evaluate) * program_scale, {"epoch_num": n}),
+    ]
+
+
+def test_both_clocks_run_from_run_start_without_evaluations_and_pauses():
+    tl, done = events(
+        ("init_start", S, 0.0, 0.0, {}),
+        ("run_start", S, 2.0, 2.0, {}),
+        *epoch_events(1, 2.0, 10.0, 3.0),
+        *epoch_events(2, 15.5, 10.0, 3.0),  # 0.5 s between epoch 1's eval_stop and epoch 2's start: counted
+        ("run_stop", E, 29.0, 29.0, {"status": "success"}),
+    )
+    assert done == [1, 2] and tl.status == "success"
+    assert tl.training_seconds(1) == pytest.approx((10.0, 10.0))
+    assert tl.training_seconds(2) == pytest.approx((20.5, 20.5))
+    # the program paused 1.5 s during epoch 2 while dawnpipe scored epoch 1: off both clocks
+    assert tl.training_seconds(2, [(16.0, 17.5)]) == pytest.approx((19.0, 19.0))
+    assert tl.training_seconds(1, [(16.0, 17.5)]) == pytest.approx((10.0, 10.0))  # the pause came later
+
+
+def test_a_clock_at_half_speed_gives_half_the_time():
+    tl, _ = events(("run_start", S, 0.0, 0.0, {}), *epoch_events(1, 0.0, 10.0, 2.0, program_scale=0.5))
+    ours, theirs = tl.training_seconds(1)
+    assert ours == pytest.approx(10.0) and theirs == pytest.approx(5.0)
+
+
+def test_mllog_after_a_loggers_prefix_and_eval_accuracy_after_eval_stop_are_read():
+    tl = mllog.Timeline()
+    specs = [
+        line("run_start", S, prefix="INFO:root:"),
+        line("epoch_start", S, epoch_num=1),
+        line("epoch_stop", E, epoch_num=1),
+        line("eval_start", S, epoch_num=1),
+        line("eval_stop", E, epoch_num=1),
+        line("eval_accuracy", P, 91.5, epoch_num=1.0),  # after eval_stop, as MLPerf's resnet logs it; 1.0 is epoch 1
+    ]
+    done = [tl.add(mllog.parse(text, i), float(i)) for i, text in enumerate(specs, 1)]
+    assert done[-1] == 1 and done[-2] is None and tl.epochs[1].accuracy == 91.5
+    assert mllog.parse("epoch 1: accuracy 91.5", 7) is None
+
+
+@pytest.mark.parametrize(
+    ("texts", "expected"),
+    [
+        ([":::MLLOG {not json"], "line 1 of the program's output: MLLOG that is not JSON"),
+        ([":::MLLOG [1, 2]"], "must be one JSON object"),
+        ([line("run_start", "START")], "field 'event_type'"),
+        ([line("run_start", S, time_ms="soon")], "field 'time_ms'"),
+        ([":::MLLOG " + "[" * 5000 + "]" * 5000], "not JSON dawnpipe reads"),
+        ([":::MLLOG " + json.dumps({"key": "x", "event_type": P, "time_ms": 1, "value": "a" * mllog.MAX_LINE})], "characters or more"),
+        ([line("epoch_start", S, epoch_num=1)], "line 1 of the program's output: epoch_start before run_start"),
+        ([line("run_start", S), line("run_start", S)], "line 2 of the program's output: run_start: a second run_start"),
+        ([line("run_start", S), line("epoch_start", S, epoch_num=2)], "epoch_num 2, expected 1"),
+        ([line("run_start", S), line("epoch_start", S, epoch_num=1), line("eval_start", S, epoch_num=1)], "while epoch 1 is training"),
+        ([line("run_start", S), line("epoch_start", S, epoch_num=0)], "field 'metadata.epoch_num'"),
+        (
+            [line("run_start", S), line("epoch_start", S, epoch_num=1), line("epoch_stop", E, epoch_num=1), line("eval_start", S, epoch_num=1), line("eval_stop", E, epoch_num=1), line("epoch_start", S, epoch_num=2)],
+            "epoch 1's evaluation logged no eval_accuracy",
+        ),
+        (
+            [line("run_start", S), line("epoch_start", S, epoch_num=1), line("epoch_stop", E, epoch_num=1), line("eval_start", S, epoch_num=1), line("eval_accuracy", P, "high", epoch_num=1)],
+            "field 'value': expected a number",
+        ),
+        ([line("run_start", S), line("run_stop", E, status="done")], "field 'metadata.status'"),
+        ([line("run_start", S), line("run_stop", E, status="success"), line("epoch_start", S, epoch_num=1)], "epoch_start after run_stop"),
+    ],
+)
+def test_broken_mllog_names_the_line_and_the_reason(texts, expected):
+    tl = mllog.Timeline()
+    with pytest.raises(mllog.BrokenLog) as err:
+        for i, text in enumerate(texts, 1):
+            event = mllog.parse(text, i)
+            tl.add(event, float(i))
+    assert expected in str(err.value), str(err.value)
+
+
+# ------------------------------------------------------------------ model files
+def tiny_onnx(path: Path, *, input_shape=("n", 28, 28), classes=10, input_type=None) -> Path:
+    """A linear classifier over the stored pixels, written with onnx itself (no torch)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.normal(size=(784, classes)).astype(np.float32) / 255, "w")
+    shape = numpy_helper.from_array(np.array([-1, 784], dtype=np.int64), "shape")
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["pixels", "shape"], ["flat"]), helper.make_node("MatMul", ["flat", "w"], ["logits"])],
+        "tiny",
+        [helper.make_tensor_value_info("pixels", input_type or TensorProto.FLOAT, list(input_shape))],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["n", classes])],
+        initializer=[w, shape],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return path
+
+
+def test_a_model_is_scored_on_the_stored_items_and_archived_without_pickle(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    tiny_onnx(out / "epoch2.onnx")
+    model = models.read_model(out, 2)
+    loaded = models.load_onnx(model, threads=1, item_shape=(28, 28))
+    images = np.random.default_rng(1).integers(0, 256, size=(1200, 28, 28), dtype=np.uint8)
+    labels = loaded.logits(images.astype(np.float32)).argmax(1)
+    labels[:300] = (labels[:300] + 1) % 10  # a quarter wrong
+    assert models.score(loaded.logits, images, labels, classes=10) == {"top1Accuracy": pytest.approx(75.0)}
+    models.save_archive(tmp_path / "model.pt", model, {"measured": 75.0, "reached": True})
+    back, facts = models.load_archive(tmp_path / "model.pt")
+    assert back.onnx == model.onnx and back.epoch == 2 and facts["measured"] == 75.0 and facts["reached"] is True
+    with np.load(tmp_path / "model.pt", allow_pickle=False) as z:  # plain arrays only
+        assert all(z[k].dtype != object for k in z.files)
+
+
+def test_model_files_the_contract_does_not_allow_are_refused(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(DawnpipeError, match=r"epoch 1: the program wrote no model file"):
+        models.read_model(out, 1)
+    tiny_onnx(tmp_path / "elsewhere.onnx")
+    os.symlink(tmp_path / "elsewhere.onnx", out / "epoch1.onnx")
+    with pytest.raises(DawnpipeError, match="not a regular file"):
+        models.read_model(out, 1)
+    (out / "epoch2.savedmodel").mkdir()
+    (out / "epoch2.savedmodel" / "saved_model.pb").write_bytes(b"x")
+    os.symlink("/etc/passwd", out / "epoch2.savedmodel" / "variables")
+    with pytest.raises(DawnpipeError, match="is a link or a device"):
+        models.read_model(out, 2)
+    tiny_onnx(out / "epoch3.onnx", input_shape=("n", 784))
+    with pytest.raises(DawnpipeError, match=r"has shape \['n', 784\]; the contract's is \['batch', 28, 28\]"):
+        models.load_onnx(models.read_model(out, 3), threads=1, item_shape=(28, 28))
+    (out / "epoch4.onnx").write_bytes(b"\x08\x01garbage")
+    with pytest.raises(DawnpipeError, match="ONNX Runtime cannot load it"):
+        models.load_onnx(models.read_model(out, 4), threads=1)
+    tiny_onnx(out / "epoch5.onnx", classes=7)
+    loaded = models.load_onnx(models.read_model(out, 5), threads=1)
+    with pytest.raises(DawnpipeError, match=r"shape \[10, 7\] for a batch of 10; the contract's is \[batch, 10\]"):
+        models.score(loaded.logits, np.zeros((10, 28, 28), np.uint8), np.zeros(10, np.uint8), classes=10)
+
+
+def test_an_archive_with_a_path_out_of_its_folder_is_refused(tmp_path):
+    with open(tmp_path / "model.pt", "wb") as f:
+        np.savez(f, format=np.array("savedmodel"), epoch=np.array(1), file_names=np.array(["../../evil"]), file_0=np.frombuffer(b"x", np.uint8))
+    with pytest.raises(DawnpipeError, match="is not a plain relative path; refused"):
+        models.load_archive(tmp_path / "model.pt")
+    np.save(tmp_path / "pickled.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    with pytest.raises(DawnpipeError, match="not a program run's model archive"):
+        models.load_archive(tmp_path / "pickled.npy")
+
+
+# ------------------------------------------------------------------ program.source
+def git(*args, cwd=None):
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture
+def bare_repo(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    git("init", "-q", "-b", "main", cwd=src)
+    (src / "train.py").write_text("print('version 1')\n")
+    os.symlink("/etc/passwd", src / "link")
+    git("add", ".", cwd=src)
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one", cwd=src)
+    first = git("rev-parse", "HEAD", cwd=src)
+    (src / "train.py").write_text("print('version 2')\n")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "two", cwd=src)
+    bare = tmp_path / "repo.git"
+    git("clone", "-q", "--bare", str(src), str(bare))
+    return bare, first
+
+
+def test_a_program_is_fetched_at_its_pinned_commit(bare_repo, tmp_path):
+    bare, first = bare_repo
+    dest = tmp_path / "data/programs/theirs"
+    proc = run_cli("fetch-program", "--url", str(bare), "--commit", first, "--dest", str(dest))
+    assert proc.returncode == 0, proc.stderr
+    assert (dest / "train.py").read_text() == "print('version 1')\n"  # the pinned commit, not the branch's head
+    assert not (dest / ".git").exists()
+    assert not (dest / "link").is_symlink() and (dest / "link").read_text() == "/etc/passwd"  # a link checked out as a file
+    assert json.loads((dest / ".dawnpipe-source.json").read_text())["commit"] == first
+
+
+def test_a_commit_the_repository_lacks_is_refused_and_nothing_is_written(bare_repo, tmp_path):
+    bare, _ = bare_repo
+    dest = tmp_path / "data/programs/theirs"
+    proc = run_cli("fetch-program", "--url", str(bare), "--commit", "0" * 40, "--dest", str(dest))
+    assert proc.returncode == 1
+    assert proc.stderr.startswith(f"dawnpipe fetch-program: error: {bare}: has no commit {'0' * 40}") and "refused" in proc.stderr
+    assert "Traceback" not in proc.stderr and not dest.exists() and not list(dest.parent.glob(".*partial*"))
+    proc = run_cli("fetch-program", "--url", str(bare), "--commit", "main", "--dest", str(dest))
+    assert proc.returncode == 2 and "--commit: expected the full commit id" in proc.stderr
