@@ -60,6 +60,8 @@ def base_environment() -> dict[str, Any]:
 def torch_environment(device) -> dict[str, Any]:
     import torch
 
+    from dawnpipe.models.precision import tf32_allowed
+
     env = {
         "framework": "pytorch",
         "framework_version": torch.__version__,
@@ -69,6 +71,7 @@ def torch_environment(device) -> dict[str, Any]:
         "cuda": torch.version.cuda,
         "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
         "gpus": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else [],
+        "tf32_allowed": tf32_allowed(),  # whether "fp32" work on a GPU may have run in TF32 (dawnpipe.models.precision)
     }
     return env
 

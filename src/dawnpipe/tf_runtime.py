@@ -64,7 +64,11 @@ def pick_device(requested: str) -> str:
     if requested == "cpu" and gpus:
         tf.config.set_visible_devices([], "GPU")
         return "/CPU:0"
-    return "/GPU:0" if gpus else "/CPU:0"
+    if not gpus:
+        return "/CPU:0"
+    # fp32 is fp32 on a GPU: TensorFlow, like cuDNN under PyTorch, would run float32 products in TF32 (dawnpipe.models.precision)
+    tf.config.experimental.enable_tensor_float_32_execution(False)
+    return "/GPU:0"
 
 
 def device_label(device: str) -> str:

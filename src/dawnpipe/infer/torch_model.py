@@ -28,6 +28,7 @@ from torch.nn.utils.fusion import fuse_conv_bn_eval
 from dawnpipe import checkpoint
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.infer.predictor import Predictor
+from dawnpipe.models.precision import use_ieee_fp32
 from dawnpipe.models.torch_zoo import Normalizer, build_model
 from dawnpipe.schemas import jsonschema_check
 from dawnpipe.schemas import model_args as family_args
@@ -182,6 +183,7 @@ def pick_device(requested: str) -> torch.device:
     if requested == "cuda" or (requested == "auto" and torch.cuda.is_available()):
         if not torch.cuda.is_available():
             raise DawnpipeError("infer: --device cuda but no CUDA device is available")
+        use_ieee_fp32()  # the backends say fp32 and are checked against the fp32 checkpoint: no TF32 (dawnpipe.models.precision)
         return torch.device("cuda", torch.cuda.current_device())
     return torch.device("cpu")
 

@@ -114,7 +114,7 @@ def run(args) -> int:
     except DawnpipeError as e:
         raise DawnpipeError(f"{args.entry}: {e}") from None
     rank = SINGLE
-    if layout.world_size > 1:
+    if layout.data_parallel:  # several processes (or one, forced: dawnpipe.train.distributed.FORCE_DDP)
         if trainer.__name__ not in DATA_PARALLEL:
             raise DawnpipeError(
                 f"{args.entry}: distributed: data-parallel training is implemented for the PyTorch image trainer only; "

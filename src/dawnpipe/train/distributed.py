@@ -17,6 +17,11 @@ or srun's ``SLURM_STEP_ID``/``SLURM_PROCID`` with ``SLURM_NTASKS`` equal to the
 world size), so ``srun python -m dawnpipe train ...`` in a hand-written batch
 script works too.
 
+``DAWNPIPE_FORCE_DDP=1`` in the environment takes the data-parallel path with
+one process too: the launcher, the process group (NCCL on a GPU) and DDP,
+at world size 1. It changes no result; it is how the DDP and NCCL code is
+exercised on a machine with one GPU (bench/gpu_check.sh).
+
 The global batch of an entry (``hyperparameters.batch_size``) is split across
 the ranks: every rank draws the same permutation and the same augmentation
 choices for the whole global batch (one generator, seeded alike), and trains
@@ -43,6 +48,12 @@ from typing import Any
 
 from dawnpipe.errors import DawnpipeError
 
+FORCE_DDP = "DAWNPIPE_FORCE_DDP"  # "1": data-parallel machinery even for one process (see the module docstring)
+
+
+def ddp_forced(env: Mapping[str, str] | None = None) -> bool:
+    return (os.environ if env is None else env).get(FORCE_DDP) == "1"
+
 
 @dataclass(frozen=True)
 class Layout:
@@ -54,6 +65,11 @@ class Layout:
     @property
     def world_size(self) -> int:
         return self.nodes * self.processes_per_node
+
+    @property
+    def data_parallel(self) -> bool:
+        """Whether the run is started as ranks of a process group: several processes, or one with DAWNPIPE_FORCE_DDP=1."""
+        return self.world_size > 1 or ddp_forced()
 
     @classmethod
     def of(cls, entry: Mapping[str, Any]) -> Layout:
@@ -77,7 +93,8 @@ class Rank:
 
     @property
     def distributed(self) -> bool:
-        return self.world_size > 1
+        """A rank of a process group (a launcher started it), also when it is the only one."""
+        return self.world_size > 1 or self.launcher != "none"
 
 
 SINGLE = Rank()
@@ -102,7 +119,7 @@ def rank_from_env(env: Mapping[str, str], world_size: int) -> Rank | None:
         if got != world_size:
             raise DawnpipeError(f"started by torchrun with WORLD_SIZE={got}, but the entry's distributed layout has {world_size} processes")
         return Rank(int(env["RANK"]), int(env["LOCAL_RANK"]), world_size, "torchrun")
-    if "SLURM_STEP_ID" in env and "SLURM_PROCID" in env and int(env.get("SLURM_NTASKS", "1")) == world_size > 1:
+    if "SLURM_STEP_ID" in env and "SLURM_PROCID" in env and int(env.get("SLURM_NTASKS", "1")) == world_size and (world_size > 1 or ddp_forced(env)):
         return Rank(int(env["SLURM_PROCID"]), int(env.get("SLURM_LOCALID", "0")), world_size, "srun")
     return None
 

@@ -21,6 +21,7 @@ import torch
 
 from dawnpipe.checkpoint import load_checkpoint, save_checkpoint
 from dawnpipe.errors import DawnpipeError
+from dawnpipe.models.precision import use_ieee_fp32
 from dawnpipe.train import distributed as ddp
 from dawnpipe.train.distributed import SINGLE, Rank
 
@@ -40,6 +41,7 @@ def pick_device(requested: str, rank: Rank = SINGLE) -> torch.device:
             )
         if rank.distributed:  # one GPU per process
             torch.cuda.set_device(ddp.cuda_device_index(rank, torch.cuda.device_count()))
+        use_ieee_fp32()  # an fp32 entry computes in fp32, not cuDNN's default TF32 (dawnpipe.models.precision)
         return torch.device("cuda", torch.cuda.current_device())
     return torch.device("cpu")
 

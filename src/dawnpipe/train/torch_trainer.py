@@ -278,5 +278,6 @@ class ImageTrainer(TorchTrainer):
             "train_items": int(self.n_train),
             **extra_set_summary([(prefix, int(y.shape[0]), about) for prefix, _, y, about in self.extra_sets]),
             "test_items": int(self.test_x.shape[0]),
-            "environment": torch_environment(self.device),
+            # world_size: the peak of a data-parallel run is that of all its devices (telemetry.peaks.device_peak)
+            "environment": {**torch_environment(self.device), "world_size": self.rank.world_size},
         }
