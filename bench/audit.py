@@ -1,7 +1,7 @@
 """Audit throughput: `dawnpipe audit` over the real public submissions and
 over generated corpora of 1,000 and 10,000 submissions.
 
-    python bench/audit.py [--entries ../shared/dawnbench-entries] [--submissions 10000] [--repeats 5]
+    python bench/audit.py [--entries ../shared/dawnbench-entries] [--submissions 10000] [--repeats 5] [--record]
 
 Every measurement is a fresh ``python -m dawnpipe audit <dir>`` process, so
 the times include interpreter start and imports, as a reviewer sees them.
@@ -17,15 +17,11 @@ ten carries a harmless quirk (BOM, CRLF, columns in another order, a date
 like 2018-4-20, a null price) and one in fifty an error (a missing field, a
 non-numeric cell, an accuracy over 100).
 
-Measured on a 2-core AMD EPYC VM (Python 3.11.7, pandas 3.1.1, pandera 0.35.0),
-load average 3: shared corpus 0.82 s wall (median of 5, min 0.64), 0.80 s CPU;
-start-up alone (imports) 0.72 s CPU; 10,000 submissions (15,000 files) 4.2 s
-wall, 3.0 s CPU: 0.15 ms of CPU per file against 0.28 ms at 1,000
-submissions (pandera's cost per call is spread over more rows), about 3,600
-files/s. Under a load average of 12 the shared corpus took 1.9 s of wall
-time for the same 0.55-0.8 s of CPU.
 Prints one line per corpus, then ``audit throughput: <files per second> files/s``
-(over the 10,000-submission corpus) as its last line.
+(over the 10,000-submission corpus) as its last line. `--record` writes each
+corpus's figures, the per-file CPU times and the throughput, with the machine,
+commit and command, to docs/measurements/audit.json (bench/record.py);
+docs/measurements.md's table is generated from it (`make docs`).
 """
 
 from __future__ import annotations
@@ -43,6 +39,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT / "src"), str(ROOT / "bench")]
+
+from record import add_record_flag, shown_path, write_record  # noqa: E402
+
 TASKS = {  # <Task>: (metric columns of the log, threshold metric, scale of accuracy)
     "CIFAR10": (["top1Accuracy"], "top1Accuracy", 100.0),
     "ImageNet": (["top1Accuracy", "top5Accuracy"], "top5Accuracy", 100.0),
@@ -132,7 +132,8 @@ def audit_once(path: Path) -> tuple[float, float, int]:
     return wall, cpu, proc.returncode
 
 
-def measure(label: str, path: Path, files: int, repeats: int) -> tuple[float, float]:
+def measure(label: str, path: Path, files: int, repeats: int, measured: list[dict]) -> tuple[float, float]:
+    """Median wall and CPU seconds of ``repeats`` audits of ``path``; printed, and appended to ``measured``."""
     runs = [audit_once(path) for _ in range(repeats)]
     wall = statistics.median(r[0] for r in runs)
     cpu = statistics.median(r[1] for r in runs)
@@ -141,10 +142,21 @@ def measure(label: str, path: Path, files: int, repeats: int) -> tuple[float, fl
         f"CPU {cpu:.3f} s, {files / wall:,.0f} files/s wall, exit code {runs[0][2]}",
         flush=True,
     )
+    measured.append(
+        {
+            "corpus": label,
+            "files": files,
+            "repeats": repeats,
+            "wall_seconds_median": wall,
+            "wall_seconds_min": min(r[0] for r in runs),
+            "cpu_seconds_median": cpu,
+            "exit_code": runs[0][2],
+        }
+    )
     return wall, cpu
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument(
         "--entries",
@@ -154,13 +166,17 @@ def main() -> None:
     )
     p.add_argument("--submissions", type=int, default=10_000, help="size of the large generated corpus")
     p.add_argument("--repeats", type=int, default=5, help="audits of the shared corpus (the median counts)")
-    args = p.parse_args()
+    add_record_flag(p, "audit")
+    args = p.parse_args(argv)
+    measured: list[dict] = []
+    shared_verdict = None
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs", flush=True)
     if args.entries.is_dir():
         files = sum(1 for q in args.entries.rglob("*") if q.suffix in (".json", ".tsv"))
-        wall, cpu = measure("shared corpus", args.entries, files, args.repeats)
+        wall, cpu = measure("shared corpus", args.entries, files, args.repeats, measured)
         verdict = "meets" if wall < 1.5 else ("misses (CPU time meets it: the machine is shared)" if cpu < 1.5 else "misses")
         print(f"shared corpus: {wall:.3f} s wall against the 1.5 s target: {verdict}", flush=True)
+        shared_verdict = verdict
     else:
         print(f"shared corpus: {args.entries} is absent; skipped", flush=True)
     with tempfile.TemporaryDirectory(prefix="dawnpipe-bench-audit-") as tmp:
@@ -168,9 +184,9 @@ def main() -> None:
         tiny_files = generate(tiny, 2, seed=0)
         small_files = generate(small, args.submissions // 10, seed=1)
         large_files = generate(large, args.submissions, seed=2)
-        _, fixed_cpu = measure("generated 2 submissions (start-up cost)", tiny, tiny_files, 3)
-        _, small_cpu = measure(f"generated {args.submissions // 10:,} submissions", small, small_files, 1)
-        large_wall, large_cpu = measure(f"generated {args.submissions:,} submissions", large, large_files, 1)
+        _, fixed_cpu = measure("generated 2 submissions (start-up cost)", tiny, tiny_files, 3, measured)
+        _, small_cpu = measure(f"generated {args.submissions // 10:,} submissions", small, small_files, 1, measured)
+        large_wall, large_cpu = measure(f"generated {args.submissions:,} submissions", large, large_files, 1, measured)
         per_small = (small_cpu - fixed_cpu) / small_files
         per_large = (large_cpu - fixed_cpu) / large_files
         print(
@@ -179,6 +195,17 @@ def main() -> None:
             flush=True,
         )
     print(f"audit throughput: {large_files / large_wall:.0f} files/s")
+    if args.record:
+        result = {
+            "entries": shown_path(args.entries) if args.entries.is_dir() else None,
+            "submissions": args.submissions,
+            "corpora": measured,
+            "shared_corpus_target_seconds": 1.5,
+            "shared_corpus_verdict": shared_verdict,
+            "cpu_ms_per_file": {"small": 1e3 * per_small, "large": 1e3 * per_large},
+            "files_per_second": large_files / large_wall,
+        }
+        write_record("audit", result, out_dir=args.record_dir, argv=[__file__, *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

@@ -1,14 +1,18 @@
 """Inference latency of the fast Fashion-MNIST entry: eager PyTorch against
 the best other backend, in one run (issue 4).
 
-    python bench/latency.py results/runs/fastnet/seed0/model.pt
+    python bench/latency.py                   # the bench's own fastnet checkpoint at 93%, trained when missing
+    python bench/latency.py --record          # ... and write docs/measurements/latency.json
     python bench/latency.py CHECKPOINT --data data/prepared/fashion-mnist \\
         --backends compile torchscript onnxruntime onnxruntime-int8 --threads 1 --warmup 50 --rounds 4
 
 CHECKPOINT is a model.pt of config/entries/fastnet.yaml written by the train
-stage (this script does not train); e.g. `snakemake --cores all
-results/runs/fastnet/seed0/model.pt`, or `python -m dawnpipe train --entry
-config/entries/fastnet.yaml --seed 0 ...` as in src/dawnpipe/train/cli.py.
+stage (e.g. results/runs/fastnet/seed0/model.pt of a pipeline run). Without
+it, the script uses results/bench/fastnet-seed0/model.pt, which it trains
+first when missing: the train stage, seed 0, to the official 93% (about a
+minute of training on a 2-core CPU, after the data is prepared; bench/inputs.py).
+The default --data, data/prepared/fashion-mnist, is made by the pipeline when
+missing.
 
 Each backend is prepared exactly as by `dawnpipe infer` (registry in
 src/dawnpipe/infer/backends.py; exported models checked against the
@@ -32,43 +36,19 @@ property of the export alone when only int8 reaches it:
 and whether each of them meets --target (default 3, the speed-up the
 issue asks for). The last line is
 `latency speedup over eager: <mean latency of eager / mean latency of the best>x`.
-(The figures below were measured before the fp32 line existed; the fp32 ratio
-of a run is onnxruntime's row against eager's.)
 
-Measured (2026-11-22) on a 2-core AMD EPYC VM (Zen 5: AVX-512 with VNNI and
-BF16) shared with other agents' jobs (load average 1-5 on 2 cores), torch
-2.13.0+cpu, onnxruntime 1.31.1, one thread, 4 rounds, a FastNet checkpoint
-(widths 24/48/96/192, flip TTA; trained with the entry's earlier 10-epoch budget,
-epoch 8 at 93.52% in training's bf16 eval);
-ms per item, three runs:
-
-    backend            mean (runs 1 / 2 / 3)      p50 (runs 1 / 2 / 3)       accuracy
-    eager              1.4684 / 2.1865 / 1.6797   1.3657 / 1.5184 / 1.4834   93.49%
-    compile            -      / 2.1466 / 1.5817   -      / 1.4960 / 1.4164   93.49%
-    torchscript        1.5341 / 1.7177 / 1.4456   1.1959 / 1.2177 / 1.2736   93.49%
-    onnxruntime        0.8941 / 1.0374 / 0.9238   0.7769 / 0.7806 / 0.8491   93.49%
-    onnxruntime-int8   0.2768 / 0.3748 / 0.3180   0.2630 / 0.2690 / 0.2886   93.48%  (24 answers differ from eager's)
-    latency speedup over eager: 5.30x / 5.83x / 5.28x  (p50 ratio 5.19x / 5.64x / 5.14x)
-
-On a loaded machine the means carry the other jobs' time slices (p99 of
-about 5 ms in every backend); the p50s are the steadier comparison.
-
-Measured again (2026-11-22) on the same VM with nothing else running (load
-average 0.2-0.7), on the checkpoint of the current 6-epoch fastnet recipe
-(seed 0, epoch 5 at 93.39%), `--backends torchscript onnxruntime
-onnxruntime-int8`, 4 rounds; ms per item:
-
-    backend            mean     p50      p99      accuracy
-    eager              1.6245   1.4833   2.7440   93.42%
-    torchscript        1.3505   1.3202   1.9218   93.42%
-    onnxruntime        0.8782   0.8658   1.0633   93.42%
-    onnxruntime-int8   0.2966   0.2940   0.3397   93.43%  (6 answers differ from eager's)
-    latency speedup over eager: 5.48x  (p50 ratio 5.05x)
+`--record` writes every backend's statistics and accuracy, the best backend,
+both ratios, the checkpoint and the load average, with the machine, commit and
+command, to docs/measurements/latency.json (bench/record.py);
+docs/measurements.md's table is generated from it (`make docs`). On a shared
+machine the means carry other jobs' time slices; the p50s are the steadier
+comparison, and the record's load average says how quiet the machine was.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import sys
 from pathlib import Path
@@ -76,7 +56,10 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "src"))
+sys.path[:0] = [str(ROOT / "src"), str(ROOT / "bench")]
+
+from inputs import DATA, ensure_checkpoint, ensure_prepared  # noqa: E402
+from record import add_record_flag, shown_path, write_record  # noqa: E402
 
 from dawnpipe.infer.backends import get_backend, load_backend  # noqa: E402
 from dawnpipe.infer.items import KINDS  # noqa: E402
@@ -97,15 +80,23 @@ def prepare(name: str, checkpoint: Path, inference, threads: int):
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("checkpoint", type=Path, help="model.pt of the fastnet entry (written by the train stage)")
-    p.add_argument("--data", type=Path, default=ROOT / "data/prepared/fashion-mnist", help="prepared Fashion-MNIST")
+    p.add_argument(
+        "checkpoint", type=Path, nargs="?", help="model.pt of the fastnet entry (default: results/bench/fastnet-seed0/model.pt, trained to 93%% when missing)"
+    )
+    p.add_argument("--data", type=Path, default=DATA / "fashion-mnist", help="prepared Fashion-MNIST (default data/prepared/fashion-mnist, made when missing)")
     p.add_argument("--backends", nargs="+", default=["torchscript", "onnxruntime", "onnxruntime-int8"], help="candidates against eager")
     p.add_argument("--threads", type=int, default=1, help="framework threads of every backend (default 1)")
     p.add_argument("--warmup", type=int, default=50, help="untimed warm-up items of each backend (default 50)")
     p.add_argument("--rounds", type=int, default=4, help="blocks the backends take turns on (default 4; 1 = one backend after the other)")
     p.add_argument("--target", type=float, default=3.0, help="speed-up over eager to report as met or not (default 3)")
     p.add_argument("--max-accuracy-change", type=float, default=0.1, help="percentage points from eager's accuracy that still count as unchanged")
+    add_record_flag(p, "latency")
     args = p.parse_args(argv)
+    argv = [__file__, *(sys.argv[1:] if argv is None else argv)]
+    args.data = ensure_prepared(args.data)
+    if args.checkpoint is None:
+        args.checkpoint = ensure_checkpoint(ROOT / "config/entries/fastnet.yaml", 0, args.data, get_task("fashion-mnist").threshold)
+    load_before = list(os.getloadavg())
 
     import torch
 
@@ -153,9 +144,40 @@ def main(argv: list[str] | None = None) -> int:
         )
     eager = results[0]
     unchanged = [r for r in results[1:] if abs(r["accuracy"] - eager["accuracy"]) <= args.max_accuracy_change + 1e-9 and r["accuracy"] >= threshold]
+    settings = {
+        "checkpoint": shown_path(args.checkpoint),
+        "checkpoint_sha256": hashlib.sha256(args.checkpoint.read_bytes()).hexdigest(),
+        "threshold": threshold,
+        "items": n,
+        "threads": args.threads,
+        "warmup": args.warmup,
+        "rounds": args.rounds,
+        "max_accuracy_change": args.max_accuracy_change,
+        "target": args.target,
+        "torch": torch.__version__,
+        "load_average_before": load_before,
+        "load_average_after": list(os.getloadavg()),
+    }
+    rows = [
+        {
+            "backend": r["backend"],
+            "precision": r["precision"],
+            "accuracy": r["accuracy"],
+            "answers_differing_from_eager": int((r["answers"] != eager["answers"]).sum()),
+            **{k: v for k, v in r.items() if k.startswith("latency_")},
+        }
+        for r in results
+    ]
     if not unchanged:
         print(f"no backend kept eager's accuracy {eager['accuracy']:.2f}% within {args.max_accuracy_change} points and the threshold")
         print("latency speedup over eager: nanx")
+        if args.record:
+            write_record(
+                "latency",
+                {**settings, "backends": rows, "best": None, "speedup": None, "best_fp32": None, "speedup_fp32": None},
+                out_dir=args.record_dir,
+                argv=argv,
+            )
         return 1
     best = min(unchanged, key=lambda r: r["latency_mean_ms"])
     differ = int((best["answers"] != eager["answers"]).sum())
@@ -177,6 +199,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"best fp32 (not quantised): none of {', '.join(names[1:])} is an fp32 backend that kept eager's accuracy")
     print(target_note(args.target, best, speedup, best32, speedup32))
     print(f"latency speedup over eager: {speedup:.2f}x")
+    if args.record:
+        result = {
+            **settings,
+            "backends": rows,
+            "best": best["backend"],
+            "speedup": speedup,
+            "best_fp32": best32["backend"] if best32 is not None else None,
+            "speedup_fp32": speedup32,
+        }
+        write_record("latency", result, out_dir=args.record_dir, argv=argv)
     return 0
 
 

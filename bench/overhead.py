@@ -1,6 +1,6 @@
 """Harness overhead: the pipeline's train stage against a bare training loop.
 
-    python bench/overhead.py [--entry config/entries/fastnet.yaml] [--items 12000] [--epochs 2] [--repeats 3]
+    python bench/overhead.py [--entry config/entries/fastnet.yaml] [--items 12000] [--epochs 2] [--repeats 3] [--record]
 
 Both sides train the same model (same entry, seed, data, batches, augmentation
 and optimizer) for the same epochs. The pipeline side is the real stage,
@@ -14,13 +14,11 @@ Target: at most 1.03. Prints per-run times, then
 workflow does, with the hardware sampler on (one sample a second), so the ratio
 includes telemetry; bench/telemetry_overhead.py isolates the sampler.
 
-Measured 2026-11-22 on the 2-core AMD EPYC VM, nothing else running, torch
-2.13.0+cpu, defaults (fastnet, 2 epochs x 12,000 items, 3 repeats): bare loop
-15.00 / 14.60 / 16.13 s, pipeline 15.11 / 15.25 / 15.49 s; medians 15.00 s and
-15.25 s: harness overhead 1.017x.
-Measured 2026-11-23 on the 2-core Intel Xeon VM, the same way: bare loop
-17.11 / 16.59 / 16.41 s, pipeline 15.97 / 16.61 / 16.71 s; medians 16.59 s and
-16.61 s: harness overhead 1.001x.
+Data: --data, by default data/prepared/fashion-mnist, made by the pipeline
+when missing (bench/inputs.py). `--record` writes every run's time, the
+medians and the ratio, with the machine, commit and command, to
+docs/measurements/overhead.json (bench/record.py); docs/measurements.md's
+table is generated from it (`make docs`).
 """
 
 from __future__ import annotations
@@ -38,7 +36,10 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "src"))
+sys.path[:0] = [str(ROOT / "src"), str(ROOT / "bench")]
+
+from inputs import DATA, ensure_prepared  # noqa: E402
+from record import add_record_flag, shown_path, write_record  # noqa: E402
 
 from dawnpipe.entries import read_entry_doc  # noqa: E402  (bounded and checked, as the pipeline reads it)
 from dawnpipe.runfiles import read_run_info  # noqa: E402
@@ -86,13 +87,6 @@ def env() -> dict:
     e = dict(os.environ)
     e["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + e.get("PYTHONPATH", "")
     return e
-
-
-def prepared_data(work: Path) -> Path:
-    raw, prepared = work / "raw", work / "prepared"
-    for cmd in (["fetch", "fashion-mnist", "--dest", str(raw)], ["prepare", "fashion-mnist", "--raw", str(raw), "--out", str(prepared)]):
-        subprocess.run([sys.executable, "-m", "dawnpipe", *cmd], check=True, env=env(), stdout=subprocess.DEVNULL)
-    return prepared
 
 
 def short_entry(entry: Path, epochs: int, out: Path) -> Path:
@@ -157,18 +151,20 @@ def bare_seconds(entry: Path, data: Path, items: int, epochs: int, threads: int,
     return json.loads(proc.stdout.strip().splitlines()[-1])["seconds"]
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--entry", type=Path, default=ROOT / "config/entries/fastnet.yaml")
     p.add_argument("--items", type=int, default=12000, help="training items per epoch")
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
-    args = p.parse_args()
+    p.add_argument("--data", type=Path, default=DATA / "fashion-mnist", help="prepared Fashion-MNIST (default data/prepared/fashion-mnist, made when missing)")
+    add_record_flag(p, "overhead")
+    args = p.parse_args(argv)
     read_entry_doc(args.entry)  # checked before anything runs
+    data = ensure_prepared(args.data)
     with tempfile.TemporaryDirectory(prefix="dawnpipe-overhead-") as tmp:
         work = Path(tmp)
-        data = prepared_data(work)
         bare, pipe = [], []
         for i in range(args.repeats):
             for name, fn, store in (("bare loop", bare_seconds, bare), ("pipeline ", pipeline_seconds, pipe)):
@@ -182,6 +178,20 @@ def main() -> None:
             f"median bare loop {b:.2f} s, pipeline {q:.2f} s ({args.epochs} epochs x {args.items} items, {args.threads} threads, {time.strftime('%Y-%m-%d')})"
         )
         print(f"harness overhead: {q / b:.3f}x")
+    if args.record:
+        result = {
+            "entry": shown_path(args.entry),
+            "items": args.items,
+            "epochs": args.epochs,
+            "repeats": args.repeats,
+            "threads": args.threads,
+            "bare_seconds": bare,
+            "pipeline_seconds": pipe,
+            "median_bare_seconds": b,
+            "median_pipeline_seconds": q,
+            "overhead": q / b,
+        }
+        write_record("overhead", result, out_dir=args.record_dir, argv=[__file__, *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

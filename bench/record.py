@@ -10,7 +10,12 @@ A record is one JSON file, ``docs/measurements/<name>.json``:
      "date": "2026-11-27T01:02:03+00:00", "commit": "<sha>", "dirty": false,
      "machine": {"cpu_model", "cpu_count", "memory_gib", "platform", "python",
                  "torch", "gpus"},
+     "load_average": {"start": [1, 5, 15 min], "end": [...]},
      "result": {... what the script measured, its own keys ...}}
+
+The load average when the script started (this module's import) and when it
+wrote the record says whether the machine was quiet: a measurement taken
+while other jobs shared the cores is a measurement of them too.
 
 Written only when the script is asked to (``--record``): a test run of a bench
 script never replaces the record of a real measurement. Written atomically
@@ -34,6 +39,7 @@ from dawnpipe.fileio import write_json  # noqa: E402
 from dawnpipe.runinfo import cpu_model, git_state, now_iso  # noqa: E402
 
 RECORDS = ROOT / "docs" / "measurements"
+LOAD_AT_START = list(os.getloadavg())  # at import, i.e. when the bench script started
 
 
 def add_record_flag(parser: argparse.ArgumentParser, name: str) -> None:
@@ -73,16 +79,26 @@ def machine() -> dict[str, Any]:
     return facts
 
 
+def shown_path(path: str | os.PathLike) -> str:
+    """A path as the docs show it: relative to the repository when inside it or
+    beside it (``../shared/...``), else as given."""
+    resolved = Path(path).resolve()
+    return os.path.relpath(resolved, ROOT) if resolved.is_relative_to(ROOT.parent) and ROOT.parent != ROOT.anchor else str(path)
+
+
 def command_line(argv: list[str] | None = None) -> str:
-    """The command as a reader would type it again: ``python bench/<script> ARGS`` (no --record)."""
+    """The command as a reader would type it again: ``python bench/<script> ARGS``
+    (without --record and --record-dir, which say where the record goes, not what was measured)."""
     argv = list(sys.argv if argv is None else argv)
-    script = Path(argv[0]).resolve()
-    try:
-        shown = str(script.relative_to(ROOT))
-    except ValueError:
-        shown = argv[0]
-    rest = [a for a in argv[1:] if a != "--record"]
-    return shlex.join(["python", shown, *rest])
+    rest, skip = [], False
+    for a in argv[1:]:
+        if skip:
+            skip = False
+        elif a == "--record-dir":
+            skip = True
+        elif a != "--record" and not a.startswith("--record-dir="):
+            rest.append(a)
+    return shlex.join(["python", shown_path(argv[0]), *rest])
 
 
 def write_record(name: str, result: dict[str, Any], *, out_dir: Path = RECORDS, argv: list[str] | None = None) -> Path:
@@ -95,6 +111,7 @@ def write_record(name: str, result: dict[str, Any], *, out_dir: Path = RECORDS, 
         "commit": git["commit"],
         "dirty": git["dirty"],
         "machine": machine(),
+        "load_average": {"start": LOAD_AT_START, "end": list(os.getloadavg())},
         "result": result,
     }
     path = Path(out_dir) / f"{name}.json"

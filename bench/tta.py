@@ -2,6 +2,7 @@
 recipe (ResNet-20), on the same machine in one run (issue 19).
 
     python bench/tta.py                       # 5 seeds of each, 93%, all the data
+    python bench/tta.py --record              # ... and write docs/measurements/tta.json
     python bench/tta.py --seeds 3 --data data/prepared/fashion-mnist --out-dir results/bench-tta
 
 Seeds 0..N-1 of both entries, alternating between the two (seed 0: fast entry
@@ -9,8 +10,8 @@ first; seed 1: seed recipe first; ...), so that slow changes in the load of
 the machine hit both alike. Each run is the train stage itself
 (`python -m dawnpipe train`, stopping at the threshold, its per-epoch lines
 on the terminal) and its time to accuracy is what the pipeline's extract
-stage computes from its log (SPEC.md: training time to the first epoch at
-the threshold, evaluation excluded); median and coefficient of variation are
+stage computes from its log (docs/rules.md: training time to the first epoch
+at the threshold, evaluation excluded); median and coefficient of variation are
 those of the stability stage. A run that does not reach the threshold is
 named and left out of its entry's median (and the median is flagged).
 
@@ -20,24 +21,31 @@ and reached runs, and as its last line
 Exit status 0, or 1 when either entry has no run at the threshold (the last
 line then says which).
 
-Prepared data: `snakemake --cores all data/prepared/fashion-mnist` (or
-`make leaderboard`, which prepares it first). The runs are kept in --out-dir
-(default: a temporary directory, removed).
+Prepared data: the default --data, data/prepared/fashion-mnist, is made by
+the pipeline when missing (`snakemake --cores all data/prepared/fashion-mnist`,
+bench/inputs.py). The runs are kept in --out-dir (default: a temporary
+directory, removed). `--record` writes every run's time and epochs, the
+medians, coefficients of variation and the speed-up, with the machine, commit
+and command, to docs/measurements/tta.json (bench/record.py), from which
+docs/measurements.md's table is generated (`make docs`).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+sys.path[:0] = [str(ROOT / "src"), str(ROOT / "bench")]
+
+from inputs import DATA, ensure_prepared, env, train_command  # noqa: E402
+from record import add_record_flag, write_record  # noqa: E402
 
 from dawnpipe.display import format_hours, terminal_safe  # noqa: E402
+from dawnpipe.errors import DawnpipeError  # noqa: E402
 from dawnpipe.extract import extract  # noqa: E402
 from dawnpipe.stability import stability  # noqa: E402
 
@@ -48,40 +56,13 @@ SEED_RECIPE = ROOT / "config/entries/resnet20-dawn.yaml"
 def train(entry: Path, seed: int, args, out: Path) -> dict:
     """One run of ``entry`` with ``seed`` to the threshold; its time-to-accuracy record."""
     run = out / entry.stem / f"seed{seed}"
-    command = [
-        sys.executable,
-        "-m",
-        "dawnpipe",
-        "train",
-        "--entry",
-        str(entry),
-        "--seed",
-        str(seed),
-        "--data",
-        str(args.data),
-        "--tsv",
-        str(run / "train.tsv"),
-        "--log-parquet",
-        str(run / "train.parquet"),
-        "--checkpoint",
-        str(run / "model.pt"),
-        "--run-json",
-        str(run / "run.json"),
-        "--threshold",
-        f"{args.threshold:g}",
-        "--stop-at-threshold",
-        "true",
-        "--no-resume",
-        "--telemetry-interval",
-        "0",
-    ]
+    extra = []
     for flag, value in (("--train-limit", args.train_limit), ("--test-limit", args.test_limit), ("--threads", args.threads)):
         if value is not None:
-            command += [flag, str(value)]
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    done = subprocess.run(command, env=env)
+            extra += [flag, str(value)]
+    done = subprocess.run(train_command(entry, seed, args.data, run, args.threshold, extra=extra), env=env())
     if done.returncode != 0:
-        raise SystemExit(f"bench/tta.py: training {entry.stem} seed {seed} failed (exit {done.returncode}); its output is above")
+        raise DawnpipeError(f"training {entry.stem} seed {seed} failed (exit {done.returncode}); its output is above")
     return extract(run / "train.tsv", run / "train.parquet", run / "run.json", ROOT / "config/prices.yaml")
 
 
@@ -121,17 +102,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1 of each entry (default 5)")
     p.add_argument("--fast", type=Path, default=FAST, help="the fast entry (default config/entries/fastnet.yaml)")
     p.add_argument("--seed-recipe", type=Path, default=SEED_RECIPE, help="the seed recipe (default config/entries/resnet20-dawn.yaml)")
-    p.add_argument("--data", type=Path, default=ROOT / "data/prepared/fashion-mnist", help="prepared Fashion-MNIST")
+    p.add_argument("--data", type=Path, default=DATA / "fashion-mnist", help="prepared Fashion-MNIST (default data/prepared/fashion-mnist, made when missing)")
     p.add_argument("--threshold", type=float, default=93.0, help="top-1 accuracy to reach, percent (default the official 93)")
     p.add_argument("--train-limit", type=int, help="first N training images only (tests; default all)")
     p.add_argument("--test-limit", type=int, help="first N test images only (tests; default all)")
     p.add_argument("--threads", type=int, help="framework threads per run (default the framework's own choice)")
     p.add_argument("--out-dir", type=Path, help="keep the runs here (default: a temporary directory)")
+    add_record_flag(p, "tta")
     args = p.parse_args(argv)
     if args.seeds < 1:
         p.error(f"--seeds must be at least 1, not {args.seeds}")
     if args.fast.stem == args.seed_recipe.stem:
         p.error(f"--fast and --seed-recipe are both {args.fast.stem}")
+    args.data = ensure_prepared(args.data)
     with tempfile.TemporaryDirectory(prefix="dawnpipe-bench-tta-") as tmp:
         out = args.out_dir or Path(tmp)
         records: dict[str, list[dict]] = {args.fast.stem: [], args.seed_recipe.stem: []}
@@ -161,8 +144,41 @@ def main(argv: list[str] | None = None) -> int:
         print(terminal_safe(summary_line(s)))
     line, ok = speedup_line(fast, slow)
     print(terminal_safe(line))
+    if args.record:
+        write_record("tta", record_result(args, records, fast, slow), out_dir=args.record_dir, argv=[__file__, *(sys.argv[1:] if argv is None else argv)])
     return 0 if ok else 1
 
 
+def record_result(args, records: dict[str, list[dict]], fast: dict, slow: dict) -> dict:
+    """What --record keeps: the settings, every run's time and epochs, each entry's summary and the ratio."""
+
+    def entry(name: str, s: dict) -> dict:
+        return {
+            "entry": name,
+            "runs": [
+                {"seed": r["seed"], "reached": r["reached"], "time_to_accuracy_seconds": seconds(r), "epochs_to_accuracy": r["epochs_to_accuracy"]}
+                for r in records[name]
+            ],
+            "median_seconds": None if s["tta_median_hours"] is None else s["tta_median_hours"] * 3600.0,
+            "cov": s["tta_cov"],
+            "reached_runs": s["reached_runs"],
+            "runs_total": s["runs"],
+        }
+
+    ratio = slow["tta_median_hours"] / fast["tta_median_hours"] if fast["tta_median_hours"] and slow["tta_median_hours"] is not None else None
+    return {
+        "threshold": args.threshold,
+        "seeds": args.seeds,
+        "train_limit": args.train_limit,
+        "test_limit": args.test_limit,
+        "threads": args.threads,
+        "fast": entry(args.fast.stem, fast),
+        "seed_recipe": entry(args.seed_recipe.stem, slow),
+        "speedup": ratio,
+    }
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    from dawnpipe.cli import run_command
+
+    sys.exit(run_command("tta", lambda _: main(), None, prog="bench/tta"))

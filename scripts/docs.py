@@ -1,0 +1,349 @@
+"""Generate the measured tables of the docs from the records the bench scripts
+wrote (docs/measurements/<name>.json, bench/record.py), so that no measured
+number in the docs is typed by hand.
+
+    python scripts/docs.py            # rewrite every generated block (what `make docs` runs)
+    python scripts/docs.py --check    # exit 1 naming each page whose blocks differ from a fresh generation
+
+A generated block sits between two marker comments on a Markdown page of docs/:
+
+    <!-- generated: measurements/tta.json -->
+    ... replaced by each generation ...
+    <!-- end generated -->
+
+The path is relative to the page. Everything outside the markers is
+hand-written prose; everything inside comes from the record: its machine,
+commit, date and command first, then its table. A record that does not exist
+renders as one line saying how to measure it. How a record renders is chosen
+by its name (``tta``, ``overhead``, ``latency``, ``audit``,
+``telemetry_overhead``, ``study-<name>``); a record of another name renders as
+a table of its result's fields.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+BLOCK = re.compile(r"(<!-- generated: (?P<path>[^ ]+?) -->\n)(?P<body>.*?)(<!-- end generated -->)", re.S)
+
+# How each record is made, for the line of a record not measured yet.
+COMMANDS = {
+    "tta": "python bench/tta.py --record",
+    "overhead": "python bench/overhead.py --record",
+    "latency": "python bench/latency.py --record",
+    "audit": "python bench/audit.py --record",
+    "telemetry_overhead": "python bench/telemetry_overhead.py --record",
+}
+
+
+# --- numbers -----------------------------------------------------------------
+
+
+def num(value: float | None, digits: int = 1, unit: str = "") -> str:
+    return "-" if value is None else f"{value:,.{digits}f}{unit}"
+
+
+def pct(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{100 * value:.{digits}f}%"
+
+
+def ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def seconds_list(values: list[float | None]) -> str:
+    return ", ".join("-" if v is None else f"{v:.1f}" for v in values)
+
+
+def table(header: list[str], rows: list[list[str]]) -> list[str]:
+    def line(cells: list[str]) -> str:
+        return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+
+    return [line(header), "|" + "---|" * len(header), *(line(r) for r in rows)]
+
+
+# --- where and when ----------------------------------------------------------
+
+
+def machine_text(m: dict[str, Any]) -> str:
+    parts = [m.get("cpu_model") or "unknown CPU", f"{m.get('cpu_count')} CPUs"]
+    if m.get("memory_gib"):
+        parts.append(f"{m['memory_gib']:g} GiB")
+    gpus = m.get("gpus") or []
+    parts.append(", ".join(gpus) if gpus else "no GPU")
+    parts.append(m.get("platform") or "unknown platform")
+    parts.append(f"Python {m.get('python')}")
+    if m.get("torch"):
+        parts.append(f"torch {m['torch']}")
+    return ", ".join(parts)
+
+
+def load_text(load: dict[str, Any] | None) -> str:
+    if not load:
+        return ""
+    start, end = load.get("start"), load.get("end")
+    shown = " / ".join(f"{x:.2f}" for x in start) if start else "?"
+    return f"; load average (1, 5, 15 min) {shown} at the start" + (f", {end[0]:.2f} (1 min) at the end" if end else "")
+
+
+def commit_text(commit: str | None, dirty: bool | None) -> str:
+    shown = f"`{commit[:12]}`" if commit else "an unknown commit"
+    return shown + (" with uncommitted changes" if dirty else "" if dirty is False else " (clean or not: unknown)")
+
+
+def provenance(record: dict[str, Any], link: str) -> list[str]:
+    """The line every generated table starts with: machine, commit, date, command, and the record."""
+    return [
+        f"Measured on {machine_text(record.get('machine') or {})}; at commit {commit_text(record.get('commit'), record.get('dirty'))}; "
+        f"{record.get('date')}{load_text(record.get('load_average'))}; by `{record.get('command')}` (record: [{link}]({link})).",
+        "",
+    ]
+
+
+# --- one renderer per kind of record -----------------------------------------
+
+
+def render_tta(r: dict[str, Any]) -> list[str]:
+    res = r["result"]
+    rows = []
+    for key in ("fast", "seed_recipe"):
+        e = res[key]
+        rows.append(
+            [
+                f"`{e['entry']}`",
+                seconds_list([run["time_to_accuracy_seconds"] for run in e["runs"]]),
+                num(e["median_seconds"], 1, " s"),
+                pct(e["cov"]),
+                ", ".join("-" if run["epochs_to_accuracy"] is None else f"{run['epochs_to_accuracy']:g}" for run in e["runs"]),
+                f"{e['reached_runs']} of {e['runs_total']}",
+            ]
+        )
+    limits = [f"{k.replace('_', ' ')} {res[k]}" for k in ("train_limit", "test_limit", "threads") if res.get(k) is not None]
+    threshold = f"{res['threshold']:g}%"
+    out = table(
+        ["entry", f"seconds to {threshold} per seed (training clock)", "median", "CoV", f"epochs to {threshold}", "seeds reaching"],
+        rows,
+    )
+    return [
+        *out,
+        "",
+        f"Seeds 0..{res['seeds'] - 1}{' (' + ', '.join(limits) + ')' if limits else ''}; "
+        f"speed-up of the fast entry over the seed recipe (ratio of the medians): **{ratio(res['speedup'])}**.",
+    ]
+
+
+def render_overhead(r: dict[str, Any]) -> list[str]:
+    res = r["result"]
+    out = table(
+        ["side", f"training clock per repeat (s), {res['epochs']} epochs x {res['items']:,} items, {res['threads']} threads", "median"],
+        [
+            ["bare loop", seconds_list(res["bare_seconds"]), num(res["median_bare_seconds"], 2, " s")],
+            ["pipeline (train stage)", seconds_list(res["pipeline_seconds"]), num(res["median_pipeline_seconds"], 2, " s")],
+        ],
+    )
+    return [*out, "", f"Entry `{res['entry']}`; harness overhead (pipeline median / bare median): **{res['overhead']:.3f}x**."]
+
+
+def render_latency(r: dict[str, Any]) -> list[str]:
+    res = r["result"]
+    rows = [
+        [
+            f"`{b['backend']}`",
+            b["precision"],
+            *(num(b[f"latency_{k}_ms"], 4) for k in ("mean", "p50", "p90", "p99", "max")),
+            f"{b['accuracy']:.2f}%",
+            str(b["answers_differing_from_eager"]),
+        ]
+        for b in res["backends"]
+    ]
+    out = table(["backend", "precision", "mean ms", "p50", "p90", "p99", "max", "accuracy", "answers differing from eager"], rows)
+    best = f"best `{res['best']}`: **{ratio(res['speedup'])}** over eager" if res["best"] else "no backend kept eager's accuracy"
+    fp32 = f"; best fp32 `{res['best_fp32']}`: {ratio(res['speedup_fp32'])}" if res.get("best_fp32") else ""
+    return [
+        *out,
+        "",
+        f"{res['items']:,} items one at a time, {res['threads']} thread(s), {res['warmup']} warm-up items, {res['rounds']} rounds; "
+        f"checkpoint `{res['checkpoint']}` (threshold {res['threshold']:g}%); {best}{fp32}.",
+    ]
+
+
+def render_audit(r: dict[str, Any]) -> list[str]:
+    res = r["result"]
+    rows = [
+        [
+            c["corpus"],
+            f"{c['files']:,}",
+            f"{c['wall_seconds_median']:.3f} (min {c['wall_seconds_min']:.3f}, of {c['repeats']})",
+            f"{c['cpu_seconds_median']:.3f}",
+            f"{c['files'] / c['wall_seconds_median']:,.0f}",
+            str(c["exit_code"]),
+        ]
+        for c in res["corpora"]
+    ]
+    out = table(["corpus", "files", "wall s (median)", "CPU s", "files/s", "exit code"], rows)
+    verdict = f"shared corpus against the 1.5 s target: {res['shared_corpus_verdict']}; " if res.get("shared_corpus_verdict") else ""
+    per = res["cpu_ms_per_file"]
+    return [
+        *out,
+        "",
+        f"{verdict}CPU per file after start-up: {per['small']:.3f} ms (the smaller generated corpus), {per['large']:.3f} ms (the larger); "
+        f"throughput **{res['files_per_second']:,.0f} files/s**.",
+    ]
+
+
+def render_telemetry_overhead(r: dict[str, Any]) -> list[str]:
+    res = r["result"]
+    tick = res["tick"]
+    lines = [
+        f"Sampler CPU per tick: {tick['seconds_per_tick'] * 1e6:.0f} us over {tick['ticks']} ticks "
+        f"({pct(tick['core_fraction_at_interval'], 3)} of one core at one tick per {res['interval_seconds']:g} s); "
+        f"sources: {', '.join(f'{k} {v}' for k, v in tick['sources'].items())}.",
+    ]
+    if "overhead" in res:
+        lines += [
+            "",
+            *table(
+                ["telemetry", f"training clock per repeat (s), {res['epochs']} epoch(s) x {res['items']:,} items, {res['threads']} threads", "median"],
+                [
+                    ["off", seconds_list(res["off_seconds"]), num(res["median_off_seconds"], 2, " s")],
+                    ["on", seconds_list(res["on_seconds"]), num(res["median_on_seconds"], 2, " s")],
+                ],
+            ),
+            "",
+            f"Spread of the 'off' runs {pct(res['off_spread'])}; telemetry overhead (on / off medians): **{res['overhead']:.3f}x**.",
+        ]
+    return lines
+
+
+def render_study(r: dict[str, Any], link: str) -> list[str]:
+    s = r["result"]
+    ladder = [str(t) for t in s["ladder"]]
+    top = ladder[-1]
+    held = any(v.get("final_held_out_accuracy") is not None for v in s["variants"])
+    header = ["variant", *(f"median s to {float(t):g}% (seeds reaching)" for t in ladder), f"speed-up to {float(top):g}%"]
+    header += [f"epochs to {float(top):g}% per seed", "s/epoch", "items/s", "final accuracy per seed"]
+    header += ["held-out gap (points)"] if held else []
+    rows = []
+    for v in s["variants"]:
+        same = f" (runs of `{v['same_as']}`)" if v.get("same_as") else ""
+        cells = [f"`{v['id']}`{same}"]
+        for t in ladder:
+            h = v["median_time_to_accuracy_hours"][t]
+            reached = sum(run["time_to_accuracy_hours"][t] is not None for run in v["runs"])
+            cells.append(f"{'never' if h is None else f'{h * 3600:.1f}'} ({reached} of {len(v['runs'])})")
+        cells.append(ratio(v["speedup"][top]))
+        cells.append(", ".join("-" if run["epochs_to_accuracy"][top] is None else f"{run['epochs_to_accuracy'][top]:g}" for run in v["runs"]))
+        cells.append(num(v.get("median_seconds_per_epoch"), 1))
+        cells.append(num(v.get("items_per_second"), 0))
+        cells.append(", ".join(num(run.get("final_accuracy"), 2) for run in v["runs"]))
+        if held:
+            cells.append("-" if v.get("generalization_gap") is None else f"{v['generalization_gap']:+.2f}")
+        rows.append(cells)
+    runs = s["runs"]
+    commits = "; ".join(f"{commit_text(c['commit'], c['dirty'])} ({c['runs']} runs)" for c in runs["commits"])
+    machines = "; ".join(
+        f"{m.get('cpu_model')}, {m.get('cpu_count')} CPUs, {m.get('platform')}, Python {m.get('python')}, {m.get('framework')} {m.get('framework_version')}, {m.get('device')} ({m['runs']} runs)"
+        for m in runs["machines"]
+    )
+    seeds = ", ".join(str(x) for x in s["seeds"])
+    file_seeds = f" (in place of the study file's {', '.join(str(x) for x in s['study_file_seeds'])})" if s.get("study_file_seeds") else ""
+    missing = f" {runs['runs_without_run_json']} runs had no run.json." if runs.get("runs_without_run_json") else ""
+    made = f"`{s['made_by']}`" if s.get("made_by") else "the study stage"
+    return [
+        f"Runs made by {made}, between {runs['first_started']} and {runs['last_finished']}, at {commits}; on {machines}.{missing} "
+        f"Summarised by the study stage ({s['generated']}) and recorded by `{r['command']}` on {r['date']} at {commit_text(r.get('commit'), r.get('dirty'))} (record: [{link}]({link})).",
+        "",
+        f"Base `{s['base']}`, design {s['design']}, seeds {seeds}{file_seeds}; medians over seeds, a seed that did not reach a rung "
+        f"counting as infinitely slow; speed-up: the base's median over the variant's.",
+        "",
+        *table(header, rows),
+    ]
+
+
+def render_generic(r: dict[str, Any]) -> list[str]:
+    rows = [[f"`{k}`", json.dumps(v, sort_keys=True) if isinstance(v, dict | list) else str(v)] for k, v in sorted(r.get("result", {}).items())]
+    return table(["field", "value"], rows)
+
+
+RENDERERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
+    "tta": render_tta,
+    "overhead": render_overhead,
+    "latency": render_latency,
+    "audit": render_audit,
+    "telemetry_overhead": render_telemetry_overhead,
+}
+
+
+# --- blocks ------------------------------------------------------------------
+
+
+def missing_line(name: str, root: Path = ROOT) -> str:
+    if name.startswith("study-"):
+        study = name.removeprefix("study-")
+        sys.path.insert(0, str(root / "bench"))
+        from studies import made_by
+
+        run = made_by(study, root=root) or f"snakemake --cores all results/studies/{study}.html --configfile <the config naming it>"
+        return f"Not measured yet: run `{run}`, then `python bench/studies.py {study} --record` and `make docs`."
+    return f"Not measured yet: run `{COMMANDS.get(name, f'python bench/{name}.py --record')}`, then `make docs`."
+
+
+def render_block(page: Path, link: str, root: Path = ROOT) -> str:
+    """The body of one generated block of ``page``: the record at ``link`` (relative
+    to the page) rendered, or the line saying how to make it."""
+    record_path = page.parent / link
+    name = record_path.stem
+    if not record_path.is_file():
+        return missing_line(name, root) + "\n"
+    record = json.loads(record_path.read_text(encoding="utf-8"))
+    if name.startswith("study-"):
+        body = render_study(record, link)
+    else:
+        body = provenance(record, link) + RENDERERS.get(name, render_generic)(record)
+    return "\n".join(body) + "\n"
+
+
+def generate(text: str, page: Path, root: Path = ROOT) -> str:
+    """``text`` of ``page`` with every generated block made afresh from its record."""
+
+    def block(m: re.Match) -> str:
+        return m.group(1) + render_block(page, m.group("path"), root) + m.group(4)
+
+    return BLOCK.sub(block, text)
+
+
+def pages(docs: Path = DOCS) -> list[Path]:
+    return sorted(p for p in docs.glob("*.md") if BLOCK.search(p.read_text(encoding="utf-8")))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--check", action="store_true", help="write nothing; exit 1 when a page differs from a fresh generation")
+    p.add_argument("--docs", type=Path, default=DOCS, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    stale = []
+    for page in pages(args.docs):
+        text = page.read_text(encoding="utf-8")
+        fresh = generate(text, page)
+        if fresh != text:
+            stale.append(page)
+            if not args.check:
+                page.write_text(fresh, encoding="utf-8")
+                print(f"docs: regenerated {page.relative_to(ROOT) if page.is_relative_to(ROOT) else page}")
+    if args.check and stale:
+        names = ", ".join(str(p.relative_to(ROOT) if p.is_relative_to(ROOT) else p) for p in stale)
+        print(f"docs: generated tables out of date in {names}: run `make docs`", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
