@@ -2,6 +2,7 @@
 #   make leaderboard   set up .venv, then run the default config to results/leaderboard.html
 #   make test          set up .venv, lint, then run the whole test suite (what CI runs)
 #   make dvc.yaml      write dvc.yaml and params.yaml for config/config.yaml (CONFIG=config/x.yaml: laid over it)
+#   make docs          the measured tables of docs/ generated from the records in docs/measurements/
 SHELL := /bin/bash
 VENV ?= .venv
 PYTHON ?= python3
@@ -11,7 +12,7 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 export PYTHONPATH := $(abspath src)$(if $(PYTHONPATH),:$(PYTHONPATH))
 CORES ?= all
 
-.PHONY: setup leaderboard benchmark study test test-fast lint dvc.yaml lock clean
+.PHONY: setup leaderboard benchmark study test test-fast lint docs dvc.yaml lock clean
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: requirements.txt constraints.txt pyproject.toml scripts/setup.sh
@@ -42,13 +43,21 @@ test-fast: setup
 	python -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder -m "not slow"
 
 # Format and lint (ruff), the import layers (.importlinter), the workflow
-# (snakemake --lint), and dvc.yaml against the stage table.
+# (snakemake --lint), dvc.yaml against the stage table, and the docs (links,
+# anchors, the commands they show, the README's size, the generated tables:
+# tests/test_docs.py, a few seconds).
 lint: setup
-	ruff format --check src tests bench
-	ruff check src tests bench
+	ruff format --check src tests bench scripts
+	ruff check src tests bench scripts
 	lint-imports --no-cache
 	snakemake --lint
 	python -m dawnpipe pipeline dvc --check
+	python -m pytest -q -n 0 -p no:cacheprovider tests/test_docs.py
+
+# The measured tables of docs/measurements.md and docs/studies.md, from the
+# records the bench scripts wrote (python bench/<script>.py --record).
+docs: setup
+	python scripts/docs.py
 
 # DVC's view of the pipeline, written from the stage table (src/dawnpipe/pipeline/stages.py).
 CONFIG ?=
