@@ -18,7 +18,7 @@ runs one stage at a time and lets the framework use every core). Every
 command runs as ``scripts/stage LOG dawnpipe ARGS``: its output goes to the
 terminal (progress of long stages) and to the stage's log.
 
-Rerun triggers, chosen on purpose (README, "What reruns"):
+Rerun triggers, chosen on purpose (docs/configuration.md, "What reruns"):
 - everything in the command (paths, thresholds, limits) is one: Snakemake
   compares its params, DVC its cmd;
 - ``values``: what the command reads from files by value (an entry's
