@@ -288,7 +288,8 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
 def missing_line(name: str, root: Path = ROOT) -> str:
     if name.startswith("study-"):
         study = name.removeprefix("study-")
-        sys.path.insert(0, str(root / "bench"))
+        if str(root / "bench") not in sys.path:
+            sys.path.insert(0, str(root / "bench"))
         from studies import made_by
 
         run = made_by(study, root=root) or f"snakemake --cores all results/studies/{study}.html --configfile <the config naming it>"
