@@ -59,9 +59,10 @@ def test_run_environment_says_whether_tf32_was_allowed(stand_in_cuda):
     from dawnpipe.models.precision import use_ieee_fp32
     from dawnpipe.runinfo import torch_environment
 
-    assert torch_environment("cpu")["tf32_allowed"] == {"cudnn": True, "matmul": True}
+    assert torch_environment("cuda:0")["tf32_allowed"] == {"cudnn": True, "matmul": True}
     use_ieee_fp32()
-    assert torch_environment("cpu")["tf32_allowed"] == {"cudnn": False, "matmul": False}
+    assert torch_environment("cuda:0")["tf32_allowed"] == {"cudnn": False, "matmul": False}
+    assert torch_environment("cpu")["tf32_allowed"] is None  # a CPU run has no TF32 to speak of
 
 
 # ---------------------------------------------------------------- peaks of Hopper machines

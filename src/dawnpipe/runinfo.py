@@ -71,7 +71,8 @@ def torch_environment(device) -> dict[str, Any]:
         "cuda": torch.version.cuda,
         "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
         "gpus": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else [],
-        "tf32_allowed": tf32_allowed(),  # whether "fp32" work on a GPU may have run in TF32 (dawnpipe.models.precision)
+        # whether "fp32" work on the GPU may have run in TF32 (dawnpipe.models.precision); None on a CPU
+        "tf32_allowed": tf32_allowed() if str(device).startswith("cuda") else None,
     }
     return env
 
