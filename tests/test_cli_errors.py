@@ -204,7 +204,7 @@ def test_writing_to_a_pipe_streams_into_it_and_leaves_it_a_pipe(tmp_path):
     reader = threading.Thread(target=lambda: got.append(fifo.read_text()))
     reader.start()
     write_json(fifo, {"a": 1})
-    reader.join(timeout=10)
+    reader.join(timeout=60)  # a hang guard
     assert json.loads(got[0]) == {"a": 1}
     assert fifo.exists() and not fifo.is_file()  # still the pipe, not a file renamed over it
 

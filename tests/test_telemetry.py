@@ -30,18 +30,24 @@ def _telemetry_threads():
     return [t for t in threading.enumerate() if t.name == "dawnpipe-telemetry" and t.is_alive()]
 
 
-def _burn(seconds: float) -> int:
-    n, end = 0, time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        n += sum(i * i for i in range(200))
-    return n
+def _until(done, *, busy: bool = False, guard_s: float = 60.0) -> None:
+    """Wait (or, ``busy``, keep a core busy) until ``done()``: a number of
+    samples, not a span of time, so that a loaded machine, which ticks late,
+    is waited for rather than failed. The guard is a hang guard."""
+    end = time.perf_counter() + guard_s
+    while not done():
+        assert time.perf_counter() < end, f"not done after {guard_s:g} s: hung"
+        if busy:
+            sum(i * i for i in range(200))
+        else:
+            time.sleep(0.01)
 
 
 # ------------------------------------------------------------------ CPU path, real
 def test_sampler_cpu_path_for_real(tmp_path):
     out = tmp_path / "telemetry.parquet"
     with sampling(out, 0.05, powercap=tmp_path / "no-powercap", nvml=NvmlStandIn([], library_present=False)) as s:
-        _burn(0.6)
+        _until(lambda: s.ticks >= 3, busy=True)
     frame = pd.read_parquet(out)
     assert list(frame.columns) == COLUMNS
     proc = frame[frame["kind"] == "process"]
@@ -84,7 +90,7 @@ def test_sampler_stops_and_keeps_a_partial_file_when_the_run_raises(tmp_path):
     out, partial = tmp_path / "telemetry.parquet", tmp_path / "work" / "telemetry.partial.parquet"
     with pytest.raises(RuntimeError, match="diverged"):
         with sampling(out, 0.02, partial_path=partial, powercap=tmp_path / "none", nvml=NvmlStandIn([])) as s:
-            time.sleep(0.1)
+            _until(lambda: s.ticks >= 2)
             raise RuntimeError("training diverged")
     assert not _telemetry_threads()
     assert s.outcome == "failed"
@@ -107,7 +113,7 @@ def test_an_error_inside_a_tick_ends_sampling_not_the_run(tmp_path):
             raise ValueError("driver went away")
 
     with sampling(tmp_path / "t.parquet", 0.02, powercap=tmp_path / "none", nvml=Broken([FakeGpu("Tesla T4", "GPU-a")])) as s:
-        time.sleep(0.1)
+        _until(lambda: s.error is not None)
     assert "ValueError: driver went away" in s.summary()["error"]
     assert not _telemetry_threads()
 
@@ -153,7 +159,7 @@ def test_sampler_contract_with_nvml_stand_in(tmp_path, monkeypatch):
     nvml = NvmlStandIn([FakeGpu("NVIDIA A100-SXM4-40GB", "GPU-aaa"), FakeGpu("NVIDIA A100-SXM4-40GB", "GPU-bbb", power_mw=None)])
     out = tmp_path / "t.parquet"
     with sampling(out, 0.02, nvml=nvml, powercap=tmp_path / "none") as s:
-        time.sleep(0.15)
+        _until(lambda: s.ticks >= 3)
     assert nvml.initialised == 1 and nvml.shutdowns == 1
     frame = pd.read_parquet(out)
     gpus = frame[frame["kind"] == "gpu"]
