@@ -86,6 +86,8 @@ for epoch in range(1, args.epochs + 1):
         raise RuntimeError("something went wrong inside the program")
     if B == "silent-death" and epoch == 2:
         os._exit(3)
+    if B == "slow-clock":
+        time.sleep(3)  # an epoch long enough for a clock at half speed to be off by more than the second of slack
     order = torch.randperm(len(train_y))
     for i in range(0, len(order), 100):
         idx = order[i : i + 100]

@@ -132,7 +132,8 @@ def run_record(run_dir: Path, task, ladder: list[float]) -> dict[str, Any]:
         "nodes": int(run.get("nodes", 1)),
         "world_size": int(run.get("world_size", 1)),
         "threads_per_process": int(run.get("threads_per_process", run["environment"]["threads"])),  # what the run used (run.json)
-        "curve": {"hours": hours, "metric": metric, "train_loss": log["train_loss"].astype(float).tolist()},
+        # null where the run does not know its loss (a program entry's is inside the program)
+        "curve": {"hours": hours, "metric": metric, "train_loss": [x if math.isfinite(x) else None for x in log["train_loss"].astype(float)]},
     }
 
 
@@ -142,6 +143,12 @@ LAYOUT_FIELDS = ("distributed", "threads", "device", "hardware")
 FIGURES = ("batch-size", "tricks", "scaling", "none")
 
 
+def batch_size_of(recipe: dict[str, Any]) -> int | None:
+    """An entry's batch size: a zoo entry's hyperparameter; a program entry's, where its free-form hyperparameters name one ``batch_size``."""
+    value = recipe["hyperparameters"].get("batch_size")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def figure_kind(study) -> str:
     """Which figure the study's page draws: its ``figure:`` key, or else the
     rule of the module docstring (layout fields, then batch sizes, then design)."""
@@ -149,7 +156,7 @@ def figure_kind(study) -> str:
         return study.doc["figure"]
     if any(key.split(".")[0] in LAYOUT_FIELDS for v in study.variants for key in v.overrides):
         return "scaling"
-    sizes = {study.base_recipe["hyperparameters"]["batch_size"], *(v.recipe["hyperparameters"]["batch_size"] for v in study.variants)}
+    sizes = {batch_size_of(study.base_recipe), *(batch_size_of(v.recipe) for v in study.variants)} - {None}
     if len(sizes) >= 3:
         return "batch-size"
     if study.doc["design"] in ("combination", "lesion"):
@@ -171,7 +178,7 @@ def summarize(study, runs_dir: Path, prices: dict[str, dict[str, Any]] | None = 
     task = all_tasks()[base_recipe["task"]]
     ladder = study.ladder
     rows = [(study.base, {}, None), *((v.id, v.overrides, v.same_as) for v in study.variants)]
-    batch_sizes = {study.base: study.base_recipe["hyperparameters"]["batch_size"], **{v.id: v.recipe["hyperparameters"]["batch_size"] for v in study.variants}}
+    batch_sizes = {study.base: batch_size_of(study.base_recipe), **{v.id: batch_size_of(v.recipe) for v in study.variants}}
     variants = []
     for vid, overrides, same_as in rows:
         ran_as = same_as or vid

@@ -107,6 +107,9 @@ def scaled(recipe: dict[str, Any], rule: dict[str, Any] | None) -> dict[str, Any
     if not rule:
         return recipe
     hp = recipe["hyperparameters"]
+    if not all(isinstance(hp.get(k), int | float) and not isinstance(hp.get(k), bool) for k in ("batch_size", "lr")):
+        # a program entry's hyperparameters are its own: the rule needs it to name both
+        raise DawnpipeError("field 'lr_scaling': the linear scaling rule needs the entry's hyperparameters batch_size and lr (numbers)")
     factor = hp["batch_size"] / rule["base_batch"]
     if factor == 1:
         return recipe
@@ -169,7 +172,10 @@ def load_study(path: str | os.PathLike, entries_dir: str | os.PathLike, same_as:
         for dotted, value in overrides.items():
             set_dotted(raw, dotted, value, f"{source}: variant {vid}")
         recipe = validate_entry(raw, f"{source}: variant {vid}")
-        recipe = scaled(recipe, doc.get("lr_scaling"))
+        try:
+            recipe = scaled(recipe, doc.get("lr_scaling"))
+        except DawnpipeError as e:
+            raise DawnpipeError(f"{source}: variant {vid}: {e}") from None
         recipe["id"] = vid
         key = recipe_key(recipe)
         study.variants.append(Variant(vid, overrides, recipe, same_as=seen.get(key)))

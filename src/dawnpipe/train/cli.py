@@ -31,7 +31,7 @@ from dawnpipe.argtypes import add_flag, add_task_options, optional_int, seconds,
 from dawnpipe.argtypes import seed as seed_value
 from dawnpipe.argtypes import threshold as threshold_value
 from dawnpipe.data.loader import prepared_dir
-from dawnpipe.entries import config_hash, run_settings
+from dawnpipe.entries import config_hash, is_program, precision_of, run_settings
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import read_json, write_json
 from dawnpipe.runinfo import base_environment, now_iso
@@ -138,13 +138,17 @@ def run(args) -> int:
         train(settings, data, outputs, threads=threads, resume=not args.no_resume, **extra)
         return 0
     with telemetry.sampling(
-        args.telemetry or args.run_json.parent / "telemetry.parquet", args.telemetry_interval, partial_path=work_dir / "telemetry.partial.parquet"
+        args.telemetry or args.run_json.parent / "telemetry.parquet",
+        args.telemetry_interval,
+        partial_path=work_dir / "telemetry.partial.parquet",
+        tree=is_program(entry),  # a program's work is in its own processes: the whole tree is sampled
     ) as sampler:
         summary = train(settings, data, outputs, threads=threads, resume=not args.no_resume, **extra)
     environment = {**base_environment(), **summary.pop("environment")}
     telemetry_record = telemetry.run_record(
-        sampler, args.telemetry_interval, framework=entry["framework"], environment=environment, precision=entry["hyperparameters"]["precision"]
+        sampler, args.telemetry_interval, framework=entry["framework"], environment=environment, precision=precision_of(entry)
     )
+    program = summary.pop("program", None)  # a program entry's claims, clocks and verdict (dawnpipe.train.program)
     write_json(
         args.run_json,
         {
@@ -173,6 +177,7 @@ def run(args) -> int:
             "environment": environment,
             "settings": settings,
             "telemetry": telemetry_record,
+            **({"program": program} if program is not None else {}),
         },
     )
     shutil.rmtree(work_dir, ignore_errors=True)  # resume state is only for unfinished runs
