@@ -175,22 +175,34 @@ def meaning(command: str, args: argparse.Namespace, outputs: set[str]) -> dict:
 
 
 def benchmark_with_local_sources() -> dict:
+    """config/benchmark.yaml with the Debian package's Fashion-MNIST as its source."""
     config = resolve(["config/benchmark.yaml"], root=ROOT).values
     config["data_sources"] = {"fashion-mnist": "/usr/share/datasets/fashion-mnist"}
     return config
 
 
+def with_programs(tmp_path: Path) -> tuple[dict, dict[str, str]]:
+    """config/test.yaml with two program entries beside its zoo entries: one in the project, one fetched at a pinned commit."""
+    from program_entries import fetched_entry, program_entry, program_repository
+
+    config = resolve(["config/test.yaml"], root=ROOT).values
+    config["entries"] = [*config["entries"], "prog", "prog-fetched"]
+    fetched = fetched_entry(*program_repository(tmp_path / "their-repo.git"))
+    return config, {"prog": yaml.safe_dump(program_entry()), "prog-fetched": yaml.safe_dump(fetched)}
+
+
 @pytest.mark.parametrize(
     "config",
     [
-        pytest.param(lambda: resolve(["config/test.yaml"], root=ROOT).values, id="test.yaml"),
-        pytest.param(benchmark_with_local_sources, id="benchmark.yaml+data_sources"),
+        pytest.param(lambda tmp: (resolve(["config/test.yaml"], root=ROOT).values, {}), id="test.yaml"),
+        pytest.param(lambda tmp: (benchmark_with_local_sources(), {}), id="benchmark.yaml+data_sources"),
+        pytest.param(with_programs, id="test.yaml+programs"),
     ],
 )
 def test_dvc_and_snakemake_run_the_same_commands_on_the_same_files(tmp_path, config):
-    config = config()
+    config, extra = config(tmp_path)
     env = dvc_env(tmp_path)
-    repo = make_repo(tmp_path / "repo", env, config)
+    repo = make_repo(tmp_path / "repo", env, config, extra)
     stages = {name: s for name, s in dvc_stages(repo, env).items() if name != "pipeline"}  # DVC's own check
     jobs = snakemake_jobs(repo)
     assert len(jobs) == len(stages), (sorted(j["rule"] for j in jobs), sorted(stages))
@@ -422,3 +434,27 @@ def test_changing_one_entry_reruns_only_its_work(built):
     assert after["results/runs/fastnet-b/seed0/run.json"] != before["results/runs/fastnet-b/seed0/run.json"]
     assert json.loads((repo / "results/runs/fastnet-b/seed0/run.json").read_text())["settings"]["entry"]["hyperparameters"]["lr"] == 0.15
     assert status(repo, env) == {}
+
+
+@pytest.mark.slow
+def test_a_program_entry_fetched_at_its_commit_runs_through_dvc_repro(tmp_path, fashion_mnist_source):
+    """A program entry under DVC: its repository fetched at the pinned commit by
+    the fetch_program stage, then trained, verified, answered and ranked; a
+    second repro runs nothing."""
+    from program_entries import fetched_entry, program_repository
+
+    env = dvc_env(tmp_path)
+    config = resolve(["config/test.yaml"], root=ROOT).values
+    config.update(entries=["prog-fetched"], seeds=[0], inference={**config["inference"], "backends": ["onnxruntime"]})
+    entry = fetched_entry(*program_repository(tmp_path / "their-repo.git"))
+    repo = make_repo(tmp_path / "repo", env, config, {"prog-fetched": yaml.safe_dump(entry)})
+    first = run(repo, env, "dvc", "repro")
+    ran = stages_run(first.stdout)
+    assert {"fetch_program@prog-fetched", "train@prog-fetched-0", "infer@prog-fetched-0", "report"} <= set(ran), ran
+    assert ran.index("fetch_program@prog-fetched") < ran.index("train@prog-fetched-0")
+    run_info = json.loads((repo / "results/runs/prog-fetched/seed0/run.json").read_text())
+    assert run_info["program"]["source"]["commit"] == entry["program"]["source"]["commit"] and run_info["program"]["verified_epoch"] is not None
+    board = json.loads((repo / "results/leaderboard.json").read_text())
+    assert any(r.get("entry") == "prog-fetched" for t in board["objectives"] for r in t["rows"])
+    commit(repo, env, "dvc repro")
+    assert stages_run(run(repo, env, "dvc", "repro").stdout) == []

@@ -24,12 +24,12 @@ import re
 
 import pytest
 import yaml
-from conftest import ROOT, copy_project, resolved_config, run_snakemake
+from conftest import copy_project, resolved_config, run_snakemake
+from program_entries import fetched_entry, program_entry, program_repository
 
 pytestmark = pytest.mark.slow
 
-PROGRAM = str(ROOT / "tests/programs/fmnist_program.py")
-RANKED = ["prog-honest", "prog-overclaim", "prog-slow-clock", "prog-escapes"]
+RANKED = ["prog-honest", "prog-overclaim", "prog-slow-clock", "prog-escapes", "prog-fetched"]
 FAILING = {
     "prog-crash": "it exited with status 1",
     "prog-silent-death": "it exited with status 3 and never logged run_start",
@@ -39,39 +39,12 @@ FAILING = {
 }
 
 
-def program_entry(behaviour: str, **program) -> dict:
-    return {
-        "description": f"the test program, {behaviour}",
-        "task": "fashion-mnist",
-        "hardware": "local-cpu",
-        "program": {
-            "command": [
-                "python",
-                PROGRAM,
-                "--data",
-                "{data}",
-                "--out",
-                "{out}",
-                "--seed",
-                "{seed}",
-                "--threads",
-                "{threads}",
-                "--behaviour",
-                "{hp.behaviour}",
-                "--hidden",
-                "{hp.hidden}",
-            ],
-            **program,
-        },
-        "hyperparameters": {"behaviour": behaviour, "hidden": 64},
-    }
-
-
 def write_entries(work):
     for name in [*RANKED, *FAILING]:
         behaviour = name.removeprefix("prog-")
         extra = {"budget_seconds": 20, "grace_seconds": 2} if behaviour == "hang" else {}
-        (work / f"config/entries/{name}.yaml").write_text(yaml.safe_dump(program_entry(behaviour, **extra)))
+        entry = fetched_entry(*program_repository(work.parent / "their-repo.git")) if behaviour == "fetched" else program_entry(behaviour, **extra)
+        (work / f"config/entries/{name}.yaml").write_text(yaml.safe_dump(entry))
 
 
 @pytest.fixture(scope="module")
@@ -125,6 +98,15 @@ def test_an_honest_program_is_ranked_on_dawnpipes_clock(programs):
     assert f"train: epoch {first}: the program claims" in log and "verified" in log
     mllog_text = (work / "results/runs/prog-honest/seed0/train.mllog").read_text()  # dawnpipe's view, for MLCommons' tools
     assert '"key": "run_start"' in mllog_text and '"global_batch_size"' in mllog_text
+
+
+def test_a_program_fetched_at_its_pinned_commit_runs_from_its_checkout(programs):
+    work, _ = programs
+    run = run_json(work, "prog-fetched")
+    assert run["program"]["source"]["url"].endswith("their-repo.git") and run["program"]["workdir"] == str(work / "data/programs/prog-fetched")
+    assert run["model"] == "train.py" and run["program"]["verified_epoch"] is not None
+    assert (work / "data/programs/prog-fetched/train.py").is_file() and not (work / "data/programs/prog-fetched/.git").exists()
+    assert "fetch-program: " in (work / "results/logs/fetch_program/prog-fetched.log").read_text()
 
 
 def test_a_program_whose_claims_are_contradicted_is_not_ranked(programs):

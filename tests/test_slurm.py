@@ -261,6 +261,27 @@ def test_two_processes_started_by_srun(slurm_workflow, slurm_cluster):
     assert (log["items_per_second"] * log["epoch_train_seconds"]).round().eq(2000).all()  # every item, once per epoch
 
 
+def test_a_program_entry_runs_as_a_slurm_job(slurm_workflow, slurm_cluster):
+    """Somebody's own program (tests/programs/fmnist_program.py) as an entry under
+    the Slurm profile: its train job is a Slurm job, the program runs inside it
+    (its process group, its telemetry), and dawnpipe verifies and ranks it there."""
+    from program_entries import program_entry
+
+    work = slurm_workflow["work"]
+    (work / "config/entries/prog-slurm.yaml").write_text(yaml.safe_dump(program_entry("honest")))
+    config = resolved_config(work, "config/test.yaml")
+    config.update(name="program-slurm", entries=["prog-slurm"], seeds=[0], inference={**config["inference"], "backends": ["onnxruntime"]})
+    (work / "config/program-slurm.yaml").write_text(yaml.safe_dump(config))
+    run_snakemake(work, *SLURM, "results/runs/prog-slurm/seed0/latency.json", "--configfile", "config/program-slurm.yaml", timeout=1800)
+    run = run_json(work, "prog-slurm", 0)
+    job = run["environment"]["slurm"]["job_id"]
+    assert job_records(slurm_cluster["jobcomp"])[job]["JobState"] == "COMPLETED"
+    assert run["framework"] == "program" and run["program"]["verified_epoch"] is not None and run["program"]["excluded"] is None
+    assert json.loads((work / "results/runs/prog-slurm/seed0/latency.json").read_text())["meets_threshold"]
+    samples = pd.read_parquet(work / "results/runs/prog-slurm/seed0/telemetry.parquet")
+    assert samples["name"].str.contains("descendants").any()  # the program's processes are sampled with the harness
+
+
 def test_a_study_runs_under_slurm_on_the_configs_study_seeds(slurm_workflow, slurm_cluster):
     """A study's variants are entries like any other: config/test-study.yaml's
     test-batch through profiles/slurm, every job a Slurm job (none local), every

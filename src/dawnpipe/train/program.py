@@ -61,7 +61,6 @@ AFTER_RUN_STOP_S = 60.0  # seconds a program may take to exit after logging run_
 # dawnpipe's reasons to stop a program that do not make the run a failure
 FINE_STOPS = ("threshold", "after run_stop")
 THRESHOLD_FILE = "threshold.npz"
-ROOT = Path(__file__).resolve().parents[3]  # the project root: a program's workdir is relative to it
 
 
 def check_entry(entry: dict[str, Any]) -> None:
@@ -69,7 +68,7 @@ def check_entry(entry: dict[str, Any]) -> None:
     program = entry["program"]
     if program.get("source"):
         return  # fetched by the fetch_program stage; checked when it runs
-    workdir = ROOT / program["workdir"]
+    workdir = Path(program["workdir"])
     if not workdir.is_dir():
         raise EntryError(f"field 'program.workdir': {workdir} is not a directory")
 
@@ -79,9 +78,10 @@ def default_tolerance(task) -> float:
 
 
 def program_dir(entry: dict[str, Any]) -> Path:
-    """Where the command runs: the workdir below the project root, or below the fetched checkout (data/programs/<entry>)."""
+    """Where the command runs: the workdir below the project root (where the pipeline runs: the current
+    directory), or below the fetched checkout (data/programs/<entry>)."""
     program = entry["program"]
-    base = ROOT / "data" / "programs" / entry["id"] if program.get("source") else ROOT
+    base = Path("data", "programs", entry["id"]) if program.get("source") else Path()
     return (base / program["workdir"]).resolve()
 
 
