@@ -1,127 +1,23 @@
 """The inference parts of the leaderboard page: backend and threads in the
 latency/cost tables, a latency distribution per result, latency against
 training time per task; every text escaped. Records come from the real
-``latency_record`` (timed answers from a virtual clock, no framework)."""
+``latency_record`` (timed answers from a virtual clock, no framework; tests/pages.py)."""
 
 from __future__ import annotations
 
 import json
 import re
 
-import numpy as np
-import pandas as pd
 import pytest
 from conftest import CHART_DATA, chart_specs, without_own_script
+from pages import result, run
 
 from dawnpipe import leaderboard
-from dawnpipe.fileio import write_parquet
-from dawnpipe.infer.items import KINDS, InferenceSet
-from dawnpipe.infer.predictor import Predictor
-from dawnpipe.infer.result import latency_record
-from dawnpipe.infer.summary import headline
-from dawnpipe.infer.throughput import measure_throughput
-from dawnpipe.infer.timing import time_items
 from dawnpipe.report.charts import histogram, scatter
 from dawnpipe.report.render import render_html
 from dawnpipe.report.rows import objective_rows
-from dawnpipe.tasks import get_task
 
 EVIL = '<script>alert("x")</script>'
-
-
-def result(tmp_path, entry: str, seed: int, backend: str, cost_ms: float, accuracy: float, threshold: float, demo: bool = True) -> dict:
-    """A real result record + per-item Parquet: ``accuracy`` percent of 200 items right, each costing about ``cost_ms``."""
-    n = 200
-    labels = np.arange(n) % 10
-    right = int(round(accuracy / 100 * n))
-    answers = np.where(np.arange(n) < right, labels, (labels + 1) % 10)
-    clock = [0.0]
-    rng = np.random.default_rng(seed)
-    costs = cost_ms * rng.lognormal(0, 0.3, size=n) / 1000
-
-    def predict(i):
-        clock[0] += costs[i]
-        return int(answers[i])
-
-    times = time_items(predict, list(range(n)), warmup=3, clock=lambda: clock[0])
-    predictor = Predictor(
-        backend=backend,
-        predict=predict,
-        device="cpu",
-        threads=1,
-        precision="fp32",
-        framework_version="test 1.0",
-        export_check={"items": 64, "max_abs_diff": 1e-7, "differing_predictions": 0, "atol": 1e-3, "rtol": 1e-3},
-    )
-    run_info = {
-        "entry": entry,
-        "seed": seed,
-        "model": "fastnet",
-        "framework": "pytorch",
-        "hardware": "local-cpu",
-        "threshold": threshold,
-        "official_threshold": 93.0,
-        "demo_threshold": demo,
-    }
-
-    def predict_batch(batch):  # 1 ms a batch + 0.1 ms an item; batches of 8 and more answer item 0 wrongly
-        clock[0] += (1.0 + 0.1 * len(batch)) / 1000
-        return [int(answers[i]) if (i or len(batch) < 8) else -1 for i in batch]
-
-    # batch sizes out of order on purpose: the page lists the smallest first
-    throughput = measure_throughput(
-        predict_batch, list(range(n)), single_answers=times.answers, batch_sizes=(64, 8, 1, 256), min_seconds=0.01, clock=lambda: clock[0]
-    )
-    task, kind = get_task("fashion-mnist"), KINDS["image"]
-    scored = kind.score(task, times.answers, InferenceSet(items=list(range(n)), truth=labels, data=tmp_path))
-    record, per_item = latency_record(
-        run_info=run_info,
-        task=task,
-        kind=kind,
-        predictor=predictor,
-        times=times,
-        scored=scored,
-        usd_per_hour=0.1,
-        checkpoint=tmp_path / "model.pt",
-        cpu_model="test cpu",
-        measured="2026-01-01T00:00:00+00:00",
-        throughput=throughput if backend == "onnxruntime" else None,
-    )
-    path = tmp_path / f"{entry}-{seed}-{backend}.parquet"
-    write_parquet(path, per_item)
-    return {**record, "per_item_path": str(path)}
-
-
-def run(entry: str, seed: int, tta_hours: float | None, latencies: list[dict], threshold: float = 90.0, demo: bool = True) -> dict:
-    env = {"cpu_model": "test cpu", "threads": 2, "framework": "pytorch", "framework_version": "2", "git": {"commit": None, "dirty": None}}
-    info = {
-        "entry": entry,
-        "seed": seed,
-        "task": "fashion-mnist",
-        "model": "fastnet",
-        "hardware": "local-cpu",
-        "framework": "pytorch",
-        "threshold": threshold,
-        "demo_threshold": demo,
-        "finished": "2026-01-01T00:00:00+00:00",
-        "environment": env,
-        "config_hash": "x",
-    }
-    tta = {
-        "task": "fashion-mnist",
-        "threshold": threshold,
-        "demo_threshold": demo,
-        "reached": tta_hours is not None,
-        "time_to_accuracy_hours": tta_hours,
-        "wall_time_to_accuracy_hours": tta_hours,
-        "epochs_to_accuracy": 3 if tta_hours else None,
-        "cost_usd": None,
-        "best_metric": 91.0,
-        "reason": None if tta_hours else "did not converge",
-    }
-    log = pd.DataFrame({"epoch": [1, 2, 3], "hours": [0.01, 0.02, 0.03], "top1Accuracy": [80.0, 88.0, 91.0]})
-    latencies = sorted(latencies, key=lambda r: r["latency_mean_ms"])
-    return {"run": info, "tta": tta, "log": log, "latencies": latencies, "latency": headline(latencies)}
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import re
 import pytest
 import yaml
 from conftest import ROOT
-from test_infer_report import run
+from pages import run
 
 from dawnpipe import leaderboard, objectives
 from dawnpipe.errors import DawnpipeError

@@ -3,30 +3,31 @@ package), driven by Playwright, opens the page from its file with every
 request leaving that file blocked and recorded. The page must load without a
 console error, render every section and every chart (plotly.js, embedded
 once; a chart is drawn when it comes near the window), show the run under
-the pointer and hide a series from its legend, sort and filter its tables,
-and (1,000 runs) load, with every chart in the window drawn, within two
-seconds on this machine in a browser that has never seen it, each further
-chart drawn within a second of being scrolled to. A screenshot of
-the page of the real test workflow is kept in test-artifacts/ (git-ignored)."""
+the pointer and hide a series from its legend, sort and filter its tables;
+a page of 1,000 runs too. How fast it does so is measured by
+bench/page_load.py, not here: a test's clock on shared cores measures the
+neighbours (its waits are hang guards of a minute, never a claim). A
+screenshot of the page of the real test workflow is kept in test-artifacts/
+(git-ignored); DAWNPIPE_SCREENSHOT=<path> also saves the top of that page,
+one window of it, as the docs show it (docs/images/leaderboard.png):
+
+    DAWNPIPE_SCREENSHOT=docs/images/leaderboard.png python -m pytest tests/test_page_browser.py -k real_run
+"""
 
 from __future__ import annotations
 
-import shutil
-import time
+import os
+import re
+import struct
 from pathlib import Path
 
 import pytest
 from conftest import ROOT
+from pages import CHARTS_IN_WINDOW, CHARTS_IN_WINDOW_DRAWN, chromium_path, launch, many_runs_page, page_context
+
+from dawnpipe.errors import DawnpipeError
 
 ARTIFACTS = ROOT / "test-artifacts"
-LOAD_BUDGET_S = 2.0
-
-
-def chromium() -> str:
-    path = shutil.which("chromium") or shutil.which("chromium-browser")
-    if path is None:
-        pytest.fail("no chromium on PATH: `make setup` installs the Debian package chromium where apt is usable (apt-get install chromium)")
-    return path
 
 
 class OpenPage:
@@ -37,30 +38,23 @@ class OpenPage:
             from playwright.sync_api import sync_playwright
         except ImportError:
             pytest.fail("playwright is not installed: `make setup` installs requirements.txt")
+        try:
+            chromium_path()
+        except DawnpipeError as e:
+            pytest.fail(str(e))
         self.url = path.resolve().as_uri()
         self.errors: list[str] = []
         self.outside: list[str] = []
         self._pw = sync_playwright().start()
-        self.browser = self._pw.chromium.launch(executable_path=chromium(), headless=True, args=["--no-sandbox"])
-        context = self.browser.new_context(viewport={"width": 1400, "height": 1000})
-
-        def route(r):
-            if r.request.url == self.url:
-                r.continue_()
-            else:
-                self.outside.append(r.request.url)
-                r.abort()
-
-        context.route("**/*", route)
+        self.browser = launch(self._pw)
+        context = page_context(self.browser, self.url, self.outside)
         self.page = context.new_page()
         self.page.on("request", lambda req: req.url != self.url and self.outside.append(req.url))
         self.page.on("console", lambda msg: msg.type == "error" and self.errors.append(f"console: {msg.text}"))
         self.page.on("pageerror", lambda exc: self.errors.append(f"page error: {exc}"))
 
-    def load(self) -> float:
-        """Seconds from navigation to the load event, as the browser measured them."""
+    def load(self) -> None:
         self.page.goto(self.url, wait_until="load")
-        return self.page.evaluate("() => { const n = performance.getEntriesByType('navigation')[0]; return n.loadEventEnd / 1000; }")
 
     def close(self) -> None:
         self.browser.close()
@@ -98,17 +92,46 @@ def hover_label(page, chart, point) -> str:
     box = point.bounding_box()
     page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     hover = chart.locator(".hoverlayer .hovertext")
-    hover.first.wait_for(timeout=5000)
+    hover.first.wait_for()
     return hover.first.text_content()
+
+
+# Where the first vertex of a chart's first line is on the screen (SVG to screen coordinates).
+FIRST_VERTEX = """c => { const line = c.querySelector('.scatterlayer .trace path.js-line'); const p = line.getPointAtLength(0);
+    const m = line.getScreenCTM(); return [m.a * p.x + m.c * p.y + m.e, m.b * p.x + m.d * p.y + m.f]; }"""
+
+
+SCREENSHOT_VIEWPORT = {"width": 1100, "height": 750}  # the page's column and its margins: a picture of about 120 KB
+
+
+def save_top(browser: OpenPage, path: Path) -> None:
+    """The top of the page as a reader first sees it, in a window of
+    SCREENSHOT_VIEWPORT (a context of its own, so the test's page is left as
+    it is), its charts there drawn: a PNG at ``path``, the docs' picture of
+    the leaderboard, small enough to commit."""
+    outside: list[str] = []
+    context = page_context(browser.browser, browser.url, outside, viewport=SCREENSHOT_VIEWPORT)
+    try:
+        page = context.new_page()
+        page.goto(browser.url, wait_until="load")
+        page.wait_for_function(CHARTS_IN_WINDOW_DRAWN)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(path))
+    finally:
+        context.close()
+    data = path.read_bytes()
+    size = (SCREENSHOT_VIEWPORT["width"], SCREENSHOT_VIEWPORT["height"])
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", data[16:24]) == size and outside == [], path
+    assert len(data) < 150_000, f"{path}: {len(data):,} bytes, over the 150 KB a picture in the docs may take"
 
 
 def assert_drawn(c: dict) -> None:
     assert c["drawn"] and c["height"] > 50 and c["traces"] > 0, f"chart {c['title']!r} not drawn: {c}"
 
 
-def draw_every_chart(page, *, budget_s: float = 5.0) -> list[dict]:
-    """Scroll to each chart not in a closed <details>; each must be drawn
-    within ``budget_s`` of coming into the window. Returns the charts, drawn."""
+def draw_every_chart(page) -> list[dict]:
+    """Scroll to each chart not in a closed <details>; each must then be
+    drawn (a minute's wait for it is a hang guard). Returns the charts, drawn."""
     charts = drawn_charts(page)
     data = page.locator('script.chart-data[type="application/json"]').count()
     assert charts and len(charts) == data, f"{len(charts)} chart holders, {data} figures"
@@ -118,9 +141,7 @@ def draw_every_chart(page, *, budget_s: float = 5.0) -> list[dict]:
         if c["hidden"]:
             continue
         holders.nth(i).scroll_into_view_if_needed()
-        started = time.perf_counter()
-        page.wait_for_function("i => document.querySelectorAll('div.chart')[i].querySelector('svg.main-svg .trace')", arg=i, timeout=budget_s * 1000)
-        assert time.perf_counter() - started < budget_s, f"chart {c['title']!r} took {time.perf_counter() - started:.2f} s to draw"
+        page.wait_for_function("i => document.querySelectorAll('div.chart')[i].querySelector('svg.main-svg .trace')", arg=i)
     charts = drawn_charts(page)
     for c in charts:
         if not c["hidden"]:
@@ -143,6 +164,8 @@ def test_the_page_of_a_real_run_works_in_a_real_browser(test_workflow):
             box = page.locator(f"h2#{h}").bounding_box()
             following = page.locator(f"h2#{h} + *").bounding_box()
             assert box and box["height"] > 0 and following and following["height"] > 0, f"section {h} does not render"
+        if os.environ.get("DAWNPIPE_SCREENSHOT"):
+            save_top(browser, Path(os.environ["DAWNPIPE_SCREENSHOT"]))
         draw_every_chart(page)
         assert page.locator("#summary-table tbody tr").count() >= 2
 
@@ -196,58 +219,40 @@ def test_the_page_of_a_real_run_works_in_a_real_browser(test_workflow):
         browser.close()
 
 
-def thousand_runs_page(tmp_path: Path) -> Path:
-    from test_infer_report import result, run
-
-    from dawnpipe import leaderboard
-    from dawnpipe.report.render import render_html
-    from dawnpipe.report.rows import objective_rows
-
-    timed = [result(tmp_path, "entry", k, "eager", 1.0 + k / 10, 92.0, 90.0) for k in range(7)]  # seven real records, reused
-    runs = [run(f"entry{k % 50}", k // 50, 0.01 + 0.0001 * k, [{**timed[k % 7], "entry": f"entry{k % 50}", "seed": k // 50}]) for k in range(1000)]
-    rows, excluded = objective_rows(runs)
-    board = leaderboard.build(rows, excluded)
-    board.update(generated="now", config="thousand")
-    path = tmp_path / "leaderboard.html"
-    path.write_text(render_html(board, runs, [], config_name="thousand"), encoding="utf-8")
-    return path
-
-
 @pytest.mark.slow
-def test_a_page_of_a_thousand_runs_loads_within_two_seconds(tmp_path):
-    path = thousand_runs_page(tmp_path)
-    warm_up = tmp_path / "warm-up.html"
-    warm_up.write_text("<!DOCTYPE html><title>warm-up</title><p>starting the browser</p>", encoding="utf-8")
-    browser = OpenPage(warm_up)
+def test_a_page_of_a_thousand_runs_works_in_a_real_browser(tmp_path):
+    """Opened as a reader opens it (a browser that has never seen it): no
+    error, no outside request, every chart drawn once scrolled to (the
+    accuracy curves one line per entry, a point naming its run under the
+    pointer), and all 1,000 rows there and sorted both ways by clicks.
+    bench/page_load.py times it."""
+    browser = OpenPage(many_runs_page(tmp_path, 1000))
     try:
-        # the browser's own start-up is not the page's: a small page first; the
-        # page itself is then opened once, as a reader would (no code of it,
-        # plotly.js included, compiled or cached before)
         browser.load()
-        browser.url = path.resolve().as_uri()
-        started = time.perf_counter()
-        load_event = browser.load()
-        wall = time.perf_counter() - started
+        page = browser.page
+        assert page.locator("#runs-table tbody tr").count() == 1000
+        charts = draw_every_chart(page)
+        assert any(c["traces"] >= 50 for c in charts)  # the accuracy curves: one line per entry
+        # one line per entry, no markers: the pointer on a line's first vertex names that point's run
+        curve = page.locator('div.chart[aria-label*="accuracy against training time"]').first
+        curve.scroll_into_view_if_needed()
+        # what bench/page_load.py counts and waits for sees the chart now in the window, drawn
+        in_window = page.evaluate(f"() => ({CHARTS_IN_WINDOW})().map(c => c.getAttribute('aria-label'))")
+        assert curve.get_attribute("aria-label") in in_window and page.evaluate(CHARTS_IN_WINDOW_DRAWN), in_window
+        page.mouse.move(*curve.evaluate(FIRST_VERTEX))
+        label = curve.locator(".hoverlayer .hovertext").first
+        label.wait_for()
+        assert re.search(r"entry\d+ seed \d+", label.text_content()), label.text_content()
+        column = page.eval_on_selector_all("#runs-table thead th", "ths => ths.map(t => t.textContent)").index("Training time")
+        header = page.locator("#runs-table thead th", has_text="Training time")
+        before = numbers(column_keys(page, "#runs-table", column))
+        header.click()
+        up = numbers(column_keys(page, "#runs-table", column))
+        header.click()  # the rows come fastest first already: descending is what shows a sort
+        down = numbers(column_keys(page, "#runs-table", column))
+        assert len(before) == 1000 and up == sorted(before) and down == sorted(before, reverse=True) and down != up
+        assert header.get_attribute("aria-sort") == "descending"
         assert browser.errors == [] and browser.outside == []
-        # every chart in the window is drawn within the budget too (the page is
-        # what a reader sees: its top); the others as they are scrolled to
-        browser.page.wait_for_function(
-            "() => [...document.querySelectorAll('div.chart')].filter(c => c.getBoundingClientRect().top < window.innerHeight).every(c => c.querySelector('svg.main-svg .trace'))",
-            timeout=LOAD_BUDGET_S * 1000,
-        )
-        shown = time.perf_counter() - started
-        assert browser.page.locator("#runs-table tbody tr").count() == 1000
-        charts = draw_every_chart(browser.page, budget_s=1.0)
-        assert any(c["traces"] >= 50 for c in charts)  # the accuracy curves: one line per entry, each run on hover
-        assert shown < LOAD_BUDGET_S, f"the charts in the window drawn at {shown:.2f} s (load event at {load_event:.2f} s, {wall:.2f} s wall)"
-        assert load_event < LOAD_BUDGET_S and wall < LOAD_BUDGET_S, (
-            f"{path.stat().st_size / 1e6:.1f} MB page: load event at {load_event:.2f} s, {wall:.2f} s wall"
-        )
-        # and it still sorts: 1,000 rows by training time
-        browser.page.locator("#runs-table thead th", has_text="Training time").click()
-        column = browser.page.eval_on_selector_all("#runs-table thead th", "ths => ths.map(t => t.textContent)").index("Training time")
-        keys = numbers(column_keys(browser.page, "#runs-table", column))
-        assert len(keys) == 1000 and keys == sorted(keys)
     finally:
         browser.close()
 
