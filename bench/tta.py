@@ -60,7 +60,9 @@ def train(entry: Path, seed: int, args, out: Path) -> dict:
     for flag, value in (("--train-limit", args.train_limit), ("--test-limit", args.test_limit), ("--threads", args.threads)):
         if value is not None:
             extra += [flag, str(value)]
-    done = subprocess.run(train_command(entry, seed, args.data, run, args.threshold, extra=extra), env=env())
+    # from the repository's root: a program entry's workdir is relative to it (docs/programs.md)
+    command = train_command(entry.resolve(), seed, Path(args.data).resolve(), run.resolve(), args.threshold, extra=extra)
+    done = subprocess.run(command, env=env(), cwd=ROOT)
     if done.returncode != 0:
         raise DawnpipeError(f"training {entry.stem} seed {seed} failed (exit {done.returncode}); its output is above")
     return extract(run / "train.tsv", run / "train.parquet", run / "run.json", ROOT / "config/prices.yaml")

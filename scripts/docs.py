@@ -41,6 +41,7 @@ COMMANDS = {
     "latency": "python bench/latency.py --record",
     "audit": "python bench/audit.py --record",
     "telemetry_overhead": "python bench/telemetry_overhead.py --record",
+    "program_overhead": "python bench/program_overhead.py --record",
 }
 
 
@@ -268,6 +269,46 @@ def render_study(r: dict[str, Any], link: str) -> list[str]:
     ]
 
 
+def render_program_overhead(r: dict[str, Any]) -> list[str]:
+    res = r["result"]
+    out = table(
+        ["side", f"the program's training clock per repeat (s), {res['items']:,} items, {res['threads']} threads", "median"],
+        [
+            ["bare (the program alone)", seconds_list(res["bare_seconds"]), num(res["median_bare_seconds"], 2, " s")],
+            ["through dawnpipe (train stage)", seconds_list(res["harness_seconds"]), num(res["median_harness_seconds"], 2, " s")],
+        ],
+    )
+    return [
+        *out,
+        "",
+        f"Entry `{res['entry']}`; dawnpipe's own clock of the harness runs: {seconds_list(res['harness_dawnpipe_seconds'])} s; "
+        f"program harness overhead (through dawnpipe / bare, medians): **{res['overhead']:.3f}x**.",
+    ]
+
+
+def render_stability(r: dict[str, Any]) -> list[str]:
+    res = r["result"]
+    threshold = f"{res['threshold']:g}%"
+    limits = [f"{k.replace('_', ' ')} {res[k]}" for k in ("train_limit", "test_limit", "threads") if res.get(k) is not None]
+    out = table(
+        ["seed", f"seconds to {threshold} (training clock)", f"epochs to {threshold}"],
+        [
+            [
+                str(run["seed"]),
+                num(run["time_to_accuracy_seconds"], 1) if run["reached"] else "did not reach",
+                "-" if run["epochs_to_accuracy"] is None else f"{run['epochs_to_accuracy']:g}",
+            ]
+            for run in res["runs"]
+        ],
+    )
+    return [
+        *out,
+        "",
+        f"`{res['entry']}` ({res['framework']}){' (' + ', '.join(limits) + ')' if limits else ''}: median **{num(res['median_seconds'], 1, ' s')}**, "
+        f"coefficient of variation {pct(res['cov'])}, **{res['reached_runs']} of {res['runs_total']}** seeds reached {threshold}.",
+    ]
+
+
 def render_generic(r: dict[str, Any]) -> list[str]:
     rows = [[f"`{k}`", json.dumps(v, sort_keys=True) if isinstance(v, dict | list) else str(v)] for k, v in sorted(r.get("result", {}).items())]
     return table(["field", "value"], rows)
@@ -279,6 +320,7 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "latency": render_latency,
     "audit": render_audit,
     "telemetry_overhead": render_telemetry_overhead,
+    "program_overhead": render_program_overhead,
 }
 
 
@@ -294,6 +336,9 @@ def missing_line(name: str, root: Path = ROOT) -> str:
 
         run = made_by(study, root=root) or f"snakemake --cores all results/studies/{study}.html --configfile <the config naming it>"
         return f"Not measured yet: run `{run}`, then `python bench/studies.py {study} --record` and `make docs`."
+    if name.startswith("stability-"):
+        entry = name.removeprefix("stability-")
+        return f"Not measured yet: run `python bench/stability.py config/entries/{entry}.yaml --seeds 5 --record`, then `make docs`."
     return f"Not measured yet: run `{COMMANDS.get(name, f'python bench/{name}.py --record')}`, then `make docs`."
 
 
@@ -308,7 +353,8 @@ def render_block(page: Path, link: str, root: Path = ROOT) -> str:
     if name.startswith("study-"):
         body = render_study(record, link)
     else:
-        body = provenance(record, link) + RENDERERS.get(name, render_generic)(record)
+        render = render_stability if name.startswith("stability-") else RENDERERS.get(name, render_generic)
+        body = provenance(record, link) + render(record)
     return "\n".join(body) + "\n"
 
 

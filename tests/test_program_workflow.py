@@ -174,7 +174,9 @@ def test_a_study_varies_a_program_entrys_hyperparameter(programs):
         "ladder": [60.0, 70.0],
     }
     (work / "config/studies/prog-hidden.yaml").write_text(yaml.safe_dump(study))
-    run_snakemake(work, "results/studies/prog-hidden.html", "--configfile", "config/programs.yaml", "--config", "studies=[prog-hidden]", "--cores", "2", timeout=1800)
+    run_snakemake(
+        work, "results/studies/prog-hidden.html", "--configfile", "config/programs.yaml", "--config", "studies=[prog-hidden]", "--cores", "2", timeout=1800
+    )
     summary = json.loads((work / "results/studies/prog-hidden.json").read_text())
     variants = {v["id"]: v for v in summary["variants"]}
     assert set(variants) == {"prog-honest", "prog-honest+hidden=32"}

@@ -174,11 +174,24 @@ def test_mllog_after_a_loggers_prefix_and_eval_accuracy_after_eval_stop_are_read
         ([line("run_start", S), line("epoch_start", S, epoch_num=1), line("eval_start", S, epoch_num=1)], "while epoch 1 is training"),
         ([line("run_start", S), line("epoch_start", S, epoch_num=0)], "field 'metadata.epoch_num'"),
         (
-            [line("run_start", S), line("epoch_start", S, epoch_num=1), line("epoch_stop", E, epoch_num=1), line("eval_start", S, epoch_num=1), line("eval_stop", E, epoch_num=1), line("epoch_start", S, epoch_num=2)],
+            [
+                line("run_start", S),
+                line("epoch_start", S, epoch_num=1),
+                line("epoch_stop", E, epoch_num=1),
+                line("eval_start", S, epoch_num=1),
+                line("eval_stop", E, epoch_num=1),
+                line("epoch_start", S, epoch_num=2),
+            ],
             "epoch 1's evaluation logged no eval_accuracy",
         ),
         (
-            [line("run_start", S), line("epoch_start", S, epoch_num=1), line("epoch_stop", E, epoch_num=1), line("eval_start", S, epoch_num=1), line("eval_accuracy", P, "high", epoch_num=1)],
+            [
+                line("run_start", S),
+                line("epoch_start", S, epoch_num=1),
+                line("epoch_stop", E, epoch_num=1),
+                line("eval_start", S, epoch_num=1),
+                line("eval_accuracy", P, "high", epoch_num=1),
+            ],
             "field 'value': expected a number",
         ),
         ([line("run_start", S), line("run_stop", E, status="done")], "field 'metadata.status'"),
@@ -311,3 +324,41 @@ def test_a_commit_the_repository_lacks_is_refused_and_nothing_is_written(bare_re
     assert "Traceback" not in proc.stderr and not dest.exists() and not list(dest.parent.glob(".*partial*"))
     proc = run_cli("fetch-program", "--url", str(bare), "--commit", "main", "--dest", str(dest))
     assert proc.returncode == 2 and "--commit: expected the full commit id" in proc.stderr
+
+
+def savedmodel(out: Path, epoch: int, *, prints: bool = False) -> Path:
+    """A Keras classifier over the stored pixels saved as the contract's SavedModel (with TensorFlow's default saver)."""
+    import keras
+    import tensorflow as tf
+
+    pixels = keras.Input((28, 28), name="images")
+    model = keras.Model(pixels, keras.layers.Dense(10)(keras.layers.Flatten()(pixels)))
+
+    class Serving(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        @tf.function(input_signature=[tf.TensorSpec([None, 28, 28], tf.float32, name="images")])
+        def serve(self, images):
+            if prints:
+                tf.print("\x1b[2J", images[0, 0, 0])
+            return {"logits": self.model(images)}
+
+    module = Serving()
+    path = out / f"epoch{epoch}.savedmodel"
+    tf.saved_model.save(module, str(path), signatures={"serving_default": module.serve})
+    return path
+
+
+def test_a_savedmodel_is_served_and_one_that_prints_is_refused_unloaded(tmp_path):
+    savedmodel(tmp_path, 1)
+    model = models.read_model(tmp_path, 1)
+    assert model.format == models.SAVEDMODEL and "saved_model.pb" in model.files
+    models.check_savedmodel_ops(model)  # the saver's SaveV2 is in the file, but serving never runs it
+    with models.savedmodel_dir(model) as root:
+        loaded = models.load_savedmodel(model, root, threads=1, item_shape=(28, 28))
+        assert loaded.input_name == "images" and loaded.logits(np.zeros((3, 28, 28), np.uint8)).shape == (3, 10)
+    savedmodel(tmp_path, 2, prints=True)
+    with pytest.raises(DawnpipeError, match="its serving_default runs PrintV2, which a classifier never needs"):
+        models.check_savedmodel_ops(models.read_model(tmp_path, 2))

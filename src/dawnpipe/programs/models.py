@@ -282,8 +282,11 @@ def savedmodel_dir(model: ModelFile) -> Iterator[Path]:
         yield root
 
 
-def check_savedmodel_ops(model: ModelFile) -> None:
-    """Refuse a SavedModel whose graph holds an operation that reaches outside it (FORBIDDEN_TF_OPS)."""
+def check_savedmodel_ops(model: ModelFile, signature: str = "serving_default") -> None:
+    """Refuse a SavedModel whose ``signature`` reaches an operation that reaches
+    outside the graph (FORBIDDEN_TF_OPS). Only what serving the signature can
+    run counts: a SavedModel also holds the saver's functions (SaveV2 and co.),
+    which loading and serving never call."""
     from tensorflow.core.protobuf import saved_model_pb2
 
     proto = saved_model_pb2.SavedModel()
@@ -291,16 +294,59 @@ def check_savedmodel_ops(model: ModelFile) -> None:
         proto.ParseFromString(model.files["saved_model.pb"])
     except Exception as e:
         raise DawnpipeError(f"{model.source}: saved_model.pb is not a SavedModel protobuf ({_first_line(e)})") from None
-    found = set()
-    for meta in proto.meta_graphs:
-        found |= {n.op for n in meta.graph_def.node}
-        for fn in meta.graph_def.library.function:
-            found |= {n.op for n in fn.node_def}
-    bad = sorted(found & FORBIDDEN_TF_OPS)
+    metas = [m for m in proto.meta_graphs if signature in m.signature_def]
+    if not metas:
+        raise DawnpipeError(f"{model.source}: no {signature} signature; the contract's SavedModel serves its logits there")
+    bad = sorted(reachable_ops(metas[0], signature) & FORBIDDEN_TF_OPS)
     if bad:
         raise DawnpipeError(
-            f"{model.source}: its graph holds {', '.join(bad)}, which a classifier never needs (files, Python or printing); refused, not loaded"
+            f"{model.source}: its {signature} runs {', '.join(bad)}, which a classifier never needs (files, Python or printing); refused, not loaded"
         )
+
+
+def reachable_ops(meta, signature: str) -> set[str]:
+    """The operation types ``signature`` of a MetaGraphDef can run: the graph's nodes
+    its outputs depend on, and every node of each function they call, transitively."""
+    graph = meta.graph_def
+    nodes = {n.name: n for n in graph.node}
+    functions = {f.signature.name: f for f in graph.library.function}
+    ops: set[str] = set()
+    todo_nodes = [t.name.split(":")[0].lstrip("^") for t in meta.signature_def[signature].outputs.values()]
+    todo_fns: list[str] = []
+    seen_nodes: set[str] = set()
+    seen_fns: set[str] = set()
+
+    def called(attrs) -> list[str]:
+        names = []
+        for value in attrs.values():
+            if value.HasField("func"):
+                names.append(value.func.name)
+            names += [f.name for f in value.list.func]
+        return names
+
+    while todo_nodes or todo_fns:
+        if todo_nodes:
+            name = todo_nodes.pop()
+            if name in seen_nodes or name not in nodes:
+                continue
+            seen_nodes.add(name)
+            node = nodes[name]
+            ops.add(node.op)
+            if node.op in functions:  # a function called by its name as an op
+                todo_fns.append(node.op)
+            todo_fns += called(node.attr)
+            todo_nodes += [i.lstrip("^").split(":")[0] for i in node.input]
+            continue
+        fn_name = todo_fns.pop()
+        if fn_name in seen_fns or fn_name not in functions:
+            continue
+        seen_fns.add(fn_name)
+        for node in functions[fn_name].node_def:
+            ops.add(node.op)
+            if node.op in functions:
+                todo_fns.append(node.op)
+            todo_fns += called(node.attr)
+    return ops
 
 
 def load_savedmodel(model: ModelFile, root: Path, *, threads: int, item_shape: tuple[int, ...] | None = None) -> Loaded:

@@ -92,7 +92,11 @@ def per_item(make_batch: Callable[[int], tuple[Any, Any]], model, batch_size: in
 def count_entry(entry: dict[str, Any], data: Path) -> dict[str, Any]:
     record: dict[str, Any] = {"entry": entry["id"], "task": entry["task"], "framework": entry["framework"], "model": entry["model"]}
     if entry["framework"] == "program":
-        return {**record, "counted": False, "reason": "a program entry: its network is inside the program, which dawnpipe does not open, so no FLOPs are counted"}
+        return {
+            **record,
+            "counted": False,
+            "reason": "a program entry: its network is inside the program, which dawnpipe does not open, so no FLOPs are counted",
+        }
     if entry["framework"] != "pytorch":
         return {
             **record,

@@ -1,0 +1,144 @@
+"""Program harness overhead: the PyTorch example program run bare against the
+same program run through dawnpipe's train stage (docs/programs.md).
+
+    python bench/program_overhead.py [--entry config/entries/torch-fmnist.yaml] [--items 12000] [--repeats 3] [--record]
+
+Both sides run the very same command (the entry's, its placeholders filled
+with the same data, seed and threads) on the same data: the first --items
+training images and --test-items test images, prepared once. The bare side is
+the program alone, its output read when it ends; the harness side is
+``python -m dawnpipe train`` on the entry, with a threshold above 100% so the
+program runs its whole budget, every evaluated epoch scored by dawnpipe (the
+program paused meanwhile) and the hardware sampled every second, as the
+workflow runs it. The time compared is the program's own training clock
+(its MLLOG ``time_ms``: run_start to the last epoch_stop, evaluations left
+out; under dawnpipe, the pauses too), so the ratio is how much slower the
+program trains under the harness. Runs alternate (bare, harness, bare, ...) in
+fresh processes; the ratio is of the medians. Goal: at most 1.03. Its last
+line is ``program harness overhead: <ratio>x``.
+
+`--record` writes every run's time, dawnpipe's own clock of the harness runs,
+the medians and the ratio, with the machine, commit and command, to
+docs/measurements/program_overhead.json (bench/record.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "src"), str(ROOT / "bench")]
+
+from inputs import DATA, ensure_prepared, env, train_command  # noqa: E402
+from record import add_record_flag, shown_path, write_record  # noqa: E402
+
+from dawnpipe.entries import load_entry, read_entry_doc  # noqa: E402
+from dawnpipe.errors import DawnpipeError  # noqa: E402
+from dawnpipe.programs import contract, mllog  # noqa: E402
+from dawnpipe.runfiles import read_run_info  # noqa: E402
+from dawnpipe.train.program import limited_data  # noqa: E402
+
+ENTRY = ROOT / "config/entries/torch-fmnist.yaml"
+
+
+def program_clock(output: str) -> float:
+    """The program's own training clock to its last evaluated epoch, from its MLLOG (its time_ms alone)."""
+    timeline = mllog.Timeline()
+    for number, text in enumerate(output.splitlines(), 1):
+        event = mllog.parse(text, number)
+        if event is not None:
+            timeline.add(event, event.time_ms / 1000.0)
+    if not timeline.evaluated:
+        raise DawnpipeError("the bare program logged no evaluated epoch")
+    return timeline.training_seconds(timeline.evaluated[-1].number)[1]
+
+
+def bare_seconds(entry: dict, data: Path, seed: int, threads: int, out: Path) -> float:
+    models = out / "models"
+    models.mkdir(parents=True)
+    values = {"data": str(data), "out": str(models), "seed": str(seed), "threshold": "101", "device": "cpu", "threads": str(threads)}
+    command, extra = contract.fill(entry["program"], values, entry["hyperparameters"])
+    run_env = {**env(), "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), **extra}  # as the harness sets them
+    proc = subprocess.run(command, cwd=ROOT / entry["program"]["workdir"], env=run_env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise DawnpipeError(f"the bare program failed (exit {proc.returncode}): {proc.stderr.strip().splitlines()[-1:]}")
+    return program_clock(proc.stdout + "\n" + proc.stderr)
+
+
+def harness_seconds(entry_file: Path, data: Path, seed: int, threads: int, out: Path) -> tuple[float, float]:
+    """(the program's own clock, dawnpipe's clock) of one run through the train stage."""
+    # sampled every second, as the workflow runs it; the threshold above 100% is never reached: its whole budget
+    extra = ["--threads", str(threads), "--telemetry", str(out / "telemetry.parquet"), "--telemetry-interval", "1"]
+    subprocess.run(train_command(entry_file, seed, data, out, 101.0, extra=extra), check=True, env=env(), cwd=ROOT, stdout=subprocess.DEVNULL)
+    clock = read_run_info(out / "run.json")["program"]["clock"]
+    return clock["program_seconds"], clock["dawnpipe_seconds"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--entry", type=Path, default=ENTRY, help="a program entry (default config/entries/torch-fmnist.yaml)")
+    p.add_argument("--items", type=int, default=12000, help="training items (default 12000)")
+    p.add_argument("--test-items", type=int, default=2000, help="test items each evaluation scores (default 2000)")
+    p.add_argument("--epochs", type=int, help="the program's epochs (its hyperparameter epochs; default the entry's)")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--data", type=Path, default=DATA / "fashion-mnist", help="prepared Fashion-MNIST (default data/prepared/fashion-mnist, made when missing)")
+    add_record_flag(p, "program_overhead")
+    args = p.parse_args(argv)
+    entry = load_entry(args.entry)
+    if "program" not in entry:
+        p.error(f"{args.entry} is not a program entry")
+    data = ensure_prepared(args.data)
+    with tempfile.TemporaryDirectory(prefix="dawnpipe-program-overhead-") as tmp:
+        work = Path(tmp)
+        entry_file = args.entry
+        if args.epochs is not None:
+            doc = read_entry_doc(args.entry)
+            doc["hyperparameters"]["epochs"] = args.epochs
+            entry_file = work / args.entry.name
+            entry_file.write_text(yaml.safe_dump(doc))
+            entry = load_entry(entry_file)
+        subset = limited_data(data, {"train_limit": args.items, "test_limit": args.test_items}, work)  # the same items on both sides
+        bare, harness, ours = [], [], []
+        for i in range(args.repeats):
+            b = bare_seconds(entry, subset, 0, args.threads, work / f"bare-{i}")
+            bare.append(b)
+            print(f"repeat {i + 1}/{args.repeats}  bare     {b:8.2f} s (the program's clock)", flush=True)
+            h, d = harness_seconds(entry_file, subset, 0, args.threads, work / f"harness-{i}")
+            harness.append(h)
+            ours.append(d)
+            print(f"repeat {i + 1}/{args.repeats}  harness  {h:8.2f} s (the program's clock; dawnpipe's: {d:.2f} s)", flush=True)
+    b, h = statistics.median(bare), statistics.median(harness)
+    print(f"median bare {b:.2f} s, through dawnpipe {h:.2f} s ({args.items} items, {args.threads} threads)")
+    print(f"program harness overhead: {h / b:.3f}x")
+    if args.record:
+        result = {
+            "entry": shown_path(args.entry),
+            "items": args.items,
+            "test_items": args.test_items,
+            "epochs": entry["hyperparameters"].get("epochs"),
+            "repeats": args.repeats,
+            "threads": args.threads,
+            "bare_seconds": bare,
+            "harness_seconds": harness,
+            "harness_dawnpipe_seconds": ours,
+            "median_bare_seconds": b,
+            "median_harness_seconds": h,
+            "overhead": h / b,
+        }
+        write_record("program_overhead", result, out_dir=args.record_dir, argv=[__file__, *(sys.argv[1:] if argv is None else argv)])
+    return 0
+
+
+if __name__ == "__main__":
+    from dawnpipe.cli import run_command
+
+    sys.exit(run_command("program_overhead", lambda _: main(), None, prog="bench/program_overhead"))
