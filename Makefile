@@ -47,8 +47,8 @@ test-fast: setup
 # anchors, the commands they show, the README's size, the generated tables:
 # tests/test_docs.py, a few seconds).
 lint: setup
-	ruff format --check src tests bench scripts
-	ruff check src tests bench scripts
+	ruff format --check src tests bench scripts examples
+	ruff check src tests bench scripts examples
 	lint-imports --no-cache
 	snakemake --lint
 	python -m dawnpipe pipeline dvc --check

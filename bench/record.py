@@ -61,6 +61,7 @@ def machine() -> dict[str, Any]:
         "torch": None,
         "gpus": [],
     }
+    facts.update(cpu_identity())
     try:
         import psutil
 
@@ -77,6 +78,23 @@ def machine() -> dict[str, Any]:
     except ImportError:
         pass
     return facts
+
+
+# The instruction sets that change what a CPU measures here (bf16 autocast, int8 inference, AVX-512 kernels).
+CPU_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8")
+
+
+def cpu_identity() -> dict[str, Any]:
+    """A virtual machine's CPU is often only "AMD EPYC": its family and model tell a Zen 4 from a Zen 5, its flags what bf16 costs."""
+    fields: dict[str, str] = {}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip(), value.strip())
+    except OSError:
+        return {}
+    flags = set(fields.get("flags", "").split())
+    return {"cpu_family": fields.get("cpu family"), "cpu_model_number": fields.get("model"), "cpu_flags": [f for f in CPU_FLAGS if f in flags]}
 
 
 def shown_path(path: str | os.PathLike) -> str:

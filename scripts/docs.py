@@ -75,7 +75,9 @@ def table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def machine_text(m: dict[str, Any]) -> str:
-    parts = [m.get("cpu_model") or "unknown CPU", f"{m.get('cpu_count')} CPUs"]
+    family = f" (family {m['cpu_family']}, model {m.get('cpu_model_number')})" if m.get("cpu_family") else ""
+    flags = f" with {', '.join(m['cpu_flags'])}" if m.get("cpu_flags") else ""
+    parts = [(m.get("cpu_model") or "unknown CPU") + family + flags, f"{m.get('cpu_count')} CPUs"]
     if m.get("memory_gib"):
         parts.append(f"{m['memory_gib']:g} GiB")
     gpus = m.get("gpus") or []

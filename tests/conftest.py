@@ -16,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
 # What a copy of the project needs to run the workflow (no data, no results).
-PROJECT_PARTS = ["Snakefile", "workflow", "config", "profiles", "envs", "src", "scripts", "pyproject.toml"]
+PROJECT_PARTS = ["Snakefile", "workflow", "config", "profiles", "envs", "src", "scripts", "examples", "pyproject.toml"]
 
 
 def tool_env(extra: dict[str, str] | None = None) -> dict[str, str]:

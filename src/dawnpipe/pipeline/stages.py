@@ -202,10 +202,16 @@ def _has_source(plan: Plan, job: Job) -> bool:
     return bool(_entry(plan, job).recipe.get("program", {}).get("source"))
 
 
+SCRIPT_SUFFIXES = (".py", ".sh", ".jl", ".R", ".lua", ".pl", ".rb")
+
+
 def program_inputs(plan: Plan, job: Job) -> list[str]:
     """What a program entry's runs are made from, beside its entry's values: its
-    fetched checkout, or the files its command names and its program.files
-    (relative to its workdir); a change reruns its runs. None for a zoo entry."""
+    fetched checkout, or the files its command names (a relative word with a
+    '/' or a script's suffix, no placeholder) and its program.files, relative
+    to its workdir; a change reruns its runs, and a missing one is named
+    before anything runs. Nothing for a zoo entry. Written from the entry
+    alone, not from what exists, so dvc.yaml is the same on every machine."""
     import os
 
     program = _entry(plan, job).recipe.get("program")
@@ -214,7 +220,11 @@ def program_inputs(plan: Plan, job: Job) -> list[str]:
     if program.get("source"):
         return [PROGRAMS_DIR.format(entry=job["entry"])]
     workdir = program["workdir"]
-    named = [w for w in program["command"] if "{" not in w and os.path.isfile(os.path.join(workdir, w))]
+
+    def names_a_file(word: str) -> bool:
+        return "{" not in word and not word.startswith(("-", "/")) and ("/" in word or word.endswith(SCRIPT_SUFFIXES))
+
+    named = [w for w in program["command"] if names_a_file(w)]
     return sorted({os.path.normpath(os.path.join(workdir, f)) for f in (*named, *program["files"])})
 
 

@@ -351,6 +351,7 @@ def reachable_ops(meta, signature: str) -> set[str]:
 
 def load_savedmodel(model: ModelFile, root: Path, *, threads: int, item_shape: tuple[int, ...] | None = None) -> Loaded:
     """The SavedModel in ``root`` (from savedmodel_dir), its serving_default signature as ``logits``."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # TensorFlow's C++ INFO lines stay out of the stage's log
     import tensorflow as tf
 
     check_savedmodel_ops(model)
