@@ -134,5 +134,5 @@ def write_record(name: str, result: dict[str, Any], *, out_dir: Path = RECORDS, 
     }
     path = Path(out_dir) / f"{name}.json"
     write_json(path, record)
-    print(f"record: {path}", flush=True)
+    print(f"record: {path}", file=sys.stderr, flush=True)  # stdout's last line stays the measurement
     return path

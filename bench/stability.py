@@ -62,8 +62,7 @@ def main(argv: list[str] | None = None) -> int:
             shown = f"{t:.1f} s ({record['epochs_to_accuracy']:g} epochs)" if t is not None else f"did not reach {args.threshold:g}"
             print(terminal_safe(f"seed {seed}: {entry['id']} {shown}"), flush=True)
     summary = stability(entry["id"], records)
-    print(terminal_safe(summary_line(summary)))
-    if args.record:
+    if args.record:  # first: the summary stays the last line
         result = {
             "entry": entry["id"],
             "entry_file": shown_path(args.entry),
@@ -83,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
             "runs_total": summary["runs"],
         }
         write_record(f"stability-{entry['id']}", result, out_dir=args.record_dir, argv=[__file__, *(sys.argv[1:] if argv is None else argv)])
+    print(terminal_safe(summary_line(summary)))
     return 0 if summary["reached_runs"] else 1
 
 

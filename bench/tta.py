@@ -145,9 +145,9 @@ def main(argv: list[str] | None = None) -> int:
     for s in (fast, slow):
         print(terminal_safe(summary_line(s)))
     line, ok = speedup_line(fast, slow)
-    print(terminal_safe(line))
-    if args.record:
+    if args.record:  # first: the speed-up stays the last line
         write_record("tta", record_result(args, records, fast, slow), out_dir=args.record_dir, argv=[__file__, *(sys.argv[1:] if argv is None else argv)])
+    print(terminal_safe(line))
     return 0 if ok else 1
 
 

@@ -1,0 +1,60 @@
+"""bench/program_overhead.py and bench/stability.py with tiny budgets: the
+real program and the real train stage, and printed figures that are what the
+scripts' own records and the runs' logs say (their correctness, not their
+speed; docs/programs.md). The records go to a temporary directory."""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import subprocess
+import sys
+
+import pytest
+import yaml
+from conftest import ROOT, tool_env
+
+pytestmark = pytest.mark.slow
+
+
+def bench(script: str, *args: str, timeout: float = 1200) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / script), *args], capture_output=True, text=True, env=tool_env(), timeout=timeout, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+def test_program_overhead_prints_the_ratio_of_the_medians_it_recorded(prepared_fashion_mnist, tmp_path):
+    args = ["--items", "600", "--test-items", "200", "--epochs", "1", "--repeats", "2", "--threads", "1"]
+    proc = bench("program_overhead.py", *args, "--data", str(prepared_fashion_mnist), "--record", "--record-dir", str(tmp_path))
+    lines = proc.stdout.strip().splitlines()
+    bare = [float(x) for x in re.findall(r"^repeat \d+/2  bare\s+([\d.]+) s", proc.stdout, re.M)]
+    harness = [float(x) for x in re.findall(r"^repeat \d+/2  harness\s+([\d.]+) s", proc.stdout, re.M)]
+    assert len(bare) == len(harness) == 2
+    record = json.loads((tmp_path / "program_overhead.json").read_text())["result"]
+    assert record["bare_seconds"] == pytest.approx(bare, abs=0.006) and record["harness_seconds"] == pytest.approx(harness, abs=0.006)
+    ratio = statistics.median(record["harness_seconds"]) / statistics.median(record["bare_seconds"])
+    assert record["overhead"] == pytest.approx(ratio) and lines[-1] == f"program harness overhead: {ratio:.3f}x"
+    assert all(d > 0 for d in record["harness_dawnpipe_seconds"]) and record["epochs"] == 1
+
+
+def test_stability_of_a_program_entry_is_the_stability_stages(prepared_fashion_mnist, tmp_path):
+    entry = yaml.safe_load((ROOT / "config/entries/torch-fmnist.yaml").read_text())
+    entry["hyperparameters"].update(epochs=1, precision="fp32")
+    path = tmp_path / "tiny-program.yaml"
+    path.write_text(yaml.safe_dump(entry))
+    out = tmp_path / "runs"
+    args = ["--seeds", "2", "--threshold", "40", "--train-limit", "3000", "--test-limit", "200", "--threads", "1", "--out-dir", str(out)]
+    proc = bench("stability.py", str(path), *args, "--data", str(prepared_fashion_mnist), "--record", "--record-dir", str(tmp_path))
+    record = json.loads((tmp_path / "stability-tiny-program.json").read_text())["result"]
+    assert record["framework"] == "program" and record["runs_total"] == 2
+    for run in record["runs"]:  # each time is dawnpipe's clock of the program's first verified epoch
+        program = json.loads((out / "tiny-program" / f"seed{run['seed']}" / "run.json").read_text())["program"]
+        assert run["reached"] == (program["verified_epoch"] is not None)
+        if run["reached"]:
+            assert run["time_to_accuracy_seconds"] == pytest.approx(program["clock"]["dawnpipe_seconds"])
+    reached = [r["time_to_accuracy_seconds"] for r in record["runs"] if r["reached"]]
+    assert record["reached_runs"] == len(reached)
+    if reached:
+        assert record["median_seconds"] == pytest.approx(statistics.median(reached))
+    assert proc.stdout.strip().splitlines()[-1].startswith("tiny-program: ")
