@@ -42,6 +42,7 @@ COMMANDS = {
     "audit": "python bench/audit.py --record",
     "telemetry_overhead": "python bench/telemetry_overhead.py --record",
     "program_overhead": "python bench/program_overhead.py --record",
+    "gpu_check": "bash bench/gpu_check.sh` on a device machine (docs/gpu.md), then `python bench/gpu_record.py gpu_check.json",
 }
 
 
