@@ -112,6 +112,11 @@ def train_submission(run: dict[str, Any], tta: dict[str, Any], author: str, emai
         "timing": "hours are training-clock hours: evaluation and checkpointing excluded",
         "environment": {k: env.get(k) for k in ("python", "framework_version", "device", "threads", "cpu_model", "cpu_count")},
     }
+    if run.get("program"):  # somebody's program: what ran, what it claimed, what dawnpipe measured, and whether it is ranked
+        program = run["program"]
+        doc["misc"]["program"] = {
+            k: program.get(k) for k in ("contract", "command", "source", "model_format", "claims", "verified_epoch", "excluded", "clock", "startup_seconds")
+        }
     return doc
 
 

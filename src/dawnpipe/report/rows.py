@@ -61,11 +61,12 @@ def objective_rows(runs: list[dict[str, Any]]) -> tuple[list[dict], list[dict]]:
         else:
             missed = [o.name for o in of_result("train") if not o.optional or (o.measured and lookup(records, o.measured) is not None)]
             excluded.append({"source": common["source"], "objectives": missed, "reason": tta["reason"]})
+        latencies = r.get("latencies") or ([r["latency"]] if r.get("latency") else [])  # hand-made runs may hold only one
         program_excluded = (info.get("program") or {}).get("excluded")
-        for result in r.get("latencies") or ([r["latency"]] if r.get("latency") else []):  # hand-made runs may hold only one
-            if program_excluded:  # a program whose claims were contradicted: nothing of the run is ranked
-                excluded.append({"source": common["source"], "objectives": [o.name for o in of_result("inference")], "reason": program_excluded})
-                continue
+        if program_excluded and latencies:  # a program whose claims were contradicted: nothing of the run is ranked
+            excluded.append({"source": common["source"], "objectives": [o.name for o in of_result("inference")], "reason": program_excluded})
+            latencies = []
+        for result in latencies:
             found, excl = inference_rows(result, common)
             rows += found
             excluded += excl
