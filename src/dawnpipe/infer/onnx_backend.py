@@ -20,7 +20,6 @@ from typing import Any
 
 import numpy as np
 
-from dawnpipe.errors import DawnpipeError
 from dawnpipe.infer.predictor import Predictor
 
 OPSET = 17
@@ -45,23 +44,10 @@ def export_onnx(module, example_item: np.ndarray, path: Path) -> None:
 
 
 def open_session(path: Path, *, threads: int, device: str):
-    """An ONNX Runtime session of ``path``: sequential, ``threads`` intra-op threads."""
-    import onnxruntime as ort
+    """An ONNX Runtime session of ``path``: sequential, ``threads`` intra-op threads (the same session a program's model gets)."""
+    from dawnpipe.programs.models import onnx_session
 
-    opts = ort.SessionOptions()
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    opts.intra_op_num_threads = threads
-    opts.inter_op_num_threads = 1
-    opts.log_severity_level = 3  # errors only
-    available = ort.get_available_providers()
-    if device in ("cuda", "auto") and "CUDAExecutionProvider" in available:
-        providers = ["CUDAExecutionProvider", "CPUExecutionProvider"]
-    elif device == "cuda":
-        raise DawnpipeError(f"backend onnxruntime: --device cuda but this onnxruntime has no CUDA provider (it has {', '.join(available)})")
-    else:
-        providers = ["CPUExecutionProvider"]
-    return ort.InferenceSession(str(path), sess_options=opts, providers=providers)
+    return onnx_session(str(path), threads=threads, device=device, source="backend onnxruntime")
 
 
 def session_fns(session, topk: int = 1) -> tuple[Callable[[np.ndarray], np.ndarray], Callable[[np.ndarray], int | list[int]]]:

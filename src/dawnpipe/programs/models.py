@@ -214,8 +214,9 @@ class Loaded:
     session: Any = None  # the ONNX Runtime session (backends reuse it), or the TF signature
 
 
-def onnx_session(model_bytes: bytes, *, threads: int, device: str = "cpu", source: str = "model"):
-    """An ONNX Runtime session of ``model_bytes``: all graph optimisations, ``threads`` intra-op threads."""
+def onnx_session(model: bytes | str, *, threads: int, device: str = "cpu", source: str = "model"):
+    """An ONNX Runtime session of ``model`` (its bytes, or a path to a file dawnpipe wrote itself):
+    all graph optimisations, run sequentially, ``threads`` intra-op threads, CUDA where asked and present."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
@@ -232,7 +233,7 @@ def onnx_session(model_bytes: bytes, *, threads: int, device: str = "cpu", sourc
     else:
         providers = ["CPUExecutionProvider"]
     try:
-        return ort.InferenceSession(model_bytes, sess_options=opts, providers=providers)
+        return ort.InferenceSession(model, sess_options=opts, providers=providers)
     except Exception as e:  # ONNX Runtime's own exception types: a bad file is the program's problem, named
         raise DawnpipeError(f"{source}: ONNX Runtime cannot load it ({_first_line(e)})") from None
 
