@@ -42,6 +42,7 @@ COMMANDS = {
     "audit": "python bench/audit.py --record",
     "telemetry_overhead": "python bench/telemetry_overhead.py --record",
     "program_overhead": "python bench/program_overhead.py --record",
+    "default_run": "python bench/default_run.py --record",
     "gpu_check": "bash bench/gpu_check.sh` on a device machine (docs/gpu.md), then `python bench/gpu_record.py gpu_check.json",
 }
 
@@ -312,6 +313,55 @@ def render_stability(r: dict[str, Any]) -> list[str]:
     ]
 
 
+def render_page_load(r: dict[str, Any]) -> list[str]:
+    res = r["result"]
+    rows = [
+        [
+            name,
+            f"{page['bytes'] / 1e6:.2f} MB",
+            num(page["median_load_event_s"], 2, " s"),
+            f"{page['charts_in_window']}: {num(page['median_charts_in_window_s'], 2, ' s')}",
+            num(page["median_first_chart_s"], 2, " s"),
+        ]
+        for name, page in res["pages"].items()
+    ]
+    out = table(["page", "size", "load event (median)", "charts in the window: all drawn (median)", "first chart drawn once scrolled to (median)"], rows)
+    verdict = "met" if res["goal_met"] else "**not met**"
+    return [
+        *out,
+        "",
+        f"{res['repeats']} openings of each page in fresh contexts of one Chromium {res['chromium']}, the pages alternating; "
+        f"goal for {res['runs']:,} runs (load event and the charts in the window within {res['goal_s']:g} s, "
+        f"a chart within {res['chart_goal_s']:g} s of being scrolled to): {verdict}.",
+    ]
+
+
+def render_default_run(r: dict[str, Any]) -> list[str]:
+    res = r["result"]
+    stages = table(["stage", "its jobs' seconds, summed"], [[f"`{k}`", num(v, 1)] for k, v in sorted(res["stages"].items(), key=lambda kv: -kv[1])])
+    runs = table(
+        ["run", "time to its threshold (training clock)", "epochs"],
+        [
+            [
+                f"`{x['entry']}` seed {x['seed']}",
+                f"{x['seconds']:.1f} s to {x['threshold']:g}%" if x["reached"] else f"did not reach {x['threshold']:g}%",
+                "-" if x["epochs"] is None else f"{x['epochs']:g}",
+            ]
+            for x in res["runs"]
+        ],
+    )
+    configs = " with " + ", ".join(f"`{c}`" for c in res["configfiles"]) if res["configfiles"] else ""
+    verdict = "met" if res["budget_met"] else "**not met**"
+    return [
+        f"`snakemake --cores {res['cores']} results/leaderboard.html`{configs} in a fresh clone, from no data and no results: "
+        f"**{num(res['seconds'], 0, ' s')}** of wall-clock time; the budget of {res['budget_seconds'] // 60:g} minutes: {verdict}.",
+        "",
+        *stages,
+        "",
+        *runs,
+    ]
+
+
 def render_generic(r: dict[str, Any]) -> list[str]:
     rows = [[f"`{k}`", json.dumps(v, sort_keys=True) if isinstance(v, dict | list) else str(v)] for k, v in sorted(r.get("result", {}).items())]
     return table(["field", "value"], rows)
@@ -324,6 +374,8 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "audit": render_audit,
     "telemetry_overhead": render_telemetry_overhead,
     "program_overhead": render_program_overhead,
+    "page_load": render_page_load,
+    "default_run": render_default_run,
 }
 
 

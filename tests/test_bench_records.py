@@ -188,6 +188,50 @@ TELEMETRY = {
     "overhead": 1.0,
 }
 
+PROGRAM_OVERHEAD = {
+    "entry": "config/entries/torch-fmnist.yaml",
+    "items": 12000,
+    "test_items": 2000,
+    "epochs": 4,
+    "repeats": 3,
+    "threads": 2,
+    "bare_seconds": [20.0, 21.0, 22.0],
+    "harness_seconds": [20.5, 21.2, 21.9],
+    "harness_dawnpipe_seconds": [20.6, 21.3, 22.0],
+    "median_bare_seconds": 21.0,
+    "median_harness_seconds": 21.2,
+    "overhead": 1.0095,
+}
+STABILITY = {
+    "entry": "torch-fmnist",
+    "entry_file": "config/entries/torch-fmnist.yaml",
+    "framework": "program",
+    "threshold": 93.0,
+    "seeds": 2,
+    "train_limit": None,
+    "test_limit": None,
+    "threads": None,
+    "runs": [
+        {"seed": 0, "reached": True, "time_to_accuracy_seconds": 104.27, "epochs_to_accuracy": 4.0},
+        {"seed": 1, "reached": False, "time_to_accuracy_seconds": None, "epochs_to_accuracy": None},
+    ],
+    "median_seconds": 104.27,
+    "cov": None,
+    "reached_runs": 1,
+    "runs_total": 2,
+}
+PAGE_LOAD = {
+    "runs": 1000,
+    "repeats": 5,
+    "chromium": "150.0",
+    "goal_s": 2.0,
+    "chart_goal_s": 1.0,
+    "goal_met": False,
+    "pages": {
+        "1,000 runs": {"bytes": 3_562_152, "charts_in_window": 2, "median_load_event_s": 2.52, "median_charts_in_window_s": 2.61, "median_first_chart_s": 0.31}
+    },
+}
+
 
 @pytest.mark.parametrize(
     "name, result, expected",
@@ -201,6 +245,9 @@ TELEMETRY = {
         ("latency", LATENCY, ["| `onnxruntime-int8` | int8 | 0.2966 | 0.2940 | 0.3100 | 0.3397 | 1.2000 | 93.42% | 6 |", "best `onnxruntime-int8`: **5.48x**"]),
         ("audit", AUDIT, ["| shared corpus | 156 | 0.820 (min 0.640, of 5) | 0.800 | 190 | 0 |", "**3,571 files/s**"]),
         ("telemetry_overhead", TELEMETRY, ["151 us over 300 ticks", "| on | 4.0, 4.1, 4.2 | 4.10 s |", "**1.000x**"]),
+        ("program_overhead", PROGRAM_OVERHEAD, ["| through dawnpipe (train stage) | 20.5, 21.2, 21.9 | 21.20 s |", "**1.010x**"]),
+        ("stability-torch-fmnist", STABILITY, ["| 1 | did not reach | - |", "median **104.3 s**", "**1 of 2** seeds reached 93%"]),
+        ("page_load", PAGE_LOAD, ["| 1,000 runs | 3.56 MB | 2.52 s | 2: 2.61 s | 0.31 s |", "): **not met**."]),
         ("something_new", {"a": 1, "b": [1, 2]}, ["| `a` | 1 |", "| `b` | [1, 2] |"]),
     ],
 )
