@@ -428,4 +428,4 @@ def test_bench_tta_in_a_fresh_clone_prepares_its_data_through_the_pipeline(tmp_p
     rec = json.loads((out / "tta.json").read_text())
     assert rec["command"] == "python bench/tta.py --seeds 1 --threshold 10 --train-limit 300 --test-limit 200 --threads 1"
     assert rec["result"]["fast"]["entry"] == "fastnet" and rec["result"]["seed_recipe"]["reached_runs"] == 1
-    assert proc.stdout.strip().splitlines()[-2].startswith("fast entry speed-up over the seed recipe: ")
+    assert proc.stdout.strip().splitlines()[-1].startswith("fast entry speed-up over the seed recipe: ")  # the record's path went to stderr
