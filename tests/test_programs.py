@@ -208,14 +208,14 @@ def test_broken_mllog_names_the_line_and_the_reason(texts, expected):
 
 
 # ------------------------------------------------------------------ model files
-def tiny_onnx(path: Path, *, input_shape=("n", 28, 28), classes=10, input_type=None) -> Path:
+def tiny_onnx(path: Path, *, input_shape=("n", 28, 28), classes=10, input_type=None, rows=-1) -> Path:
     """A linear classifier over the stored pixels, written with onnx itself (no torch)."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(0)
     w = numpy_helper.from_array(rng.normal(size=(784, classes)).astype(np.float32) / 255, "w")
-    shape = numpy_helper.from_array(np.array([-1, 784], dtype=np.int64), "shape")
+    shape = numpy_helper.from_array(np.array([rows, 784], dtype=np.int64), "shape")
     graph = helper.make_graph(
         [helper.make_node("Reshape", ["pixels", "shape"], ["flat"]), helper.make_node("MatMul", ["flat", "w"], ["logits"])],
         "tiny",
@@ -266,6 +266,13 @@ def test_model_files_the_contract_does_not_allow_are_refused(tmp_path):
     (out / "epoch4.onnx").write_bytes(b"\x08\x01garbage")
     with pytest.raises(DawnpipeError, match="ONNX Runtime cannot load it"):
         models.load_onnx(models.read_model(out, 4), threads=1)
+    tiny_onnx(out / "epoch6.onnx", input_shape=(1, 28, 28))  # torch.onnx.export without dynamic_axes
+    with pytest.raises(DawnpipeError, match=r"has a batch axis fixed at 1; the contract's batch axis is dynamic"):
+        models.load_onnx(models.read_model(out, 6), threads=1, item_shape=(28, 28))
+    tiny_onnx(out / "epoch7.onnx", rows=1)  # declares a dynamic batch, but reshapes to one row
+    loaded = models.load_onnx(models.read_model(out, 7), threads=1, item_shape=(28, 28))
+    with pytest.raises(DawnpipeError, match=r"epoch7.onnx: fails on items 0..9 \("):
+        models.score(loaded.logits, np.zeros((10, 28, 28), np.uint8), np.zeros(10, np.uint8), classes=10, source=str(out / "epoch7.onnx"))
     tiny_onnx(out / "epoch5.onnx", classes=7)
     loaded = models.load_onnx(models.read_model(out, 5), threads=1)
     with pytest.raises(DawnpipeError, match=r"shape \[10, 7\] for a batch of 10; the contract's is \[batch, 10\]"):

@@ -263,6 +263,8 @@ def _check_shape(source: str, name: str, declared: list, item_shape: tuple[int, 
     """The declared input shape (symbols allowed for any axis) fits [batch, *item_shape]."""
     if declared is None:
         return
+    if declared and isinstance(declared[0], int):
+        raise DawnpipeError(f"{source}: input {name!r} has a batch axis fixed at {declared[0]}; the contract's batch axis is dynamic ([batch, ...])")
     want = [None, *item_shape]
     if len(declared) != len(want) or any(isinstance(d, int) and w is not None and d != w for d, w in zip(declared, want)):
         shown = ["batch", *item_shape]
@@ -400,7 +402,12 @@ def score(logits: Callable[[np.ndarray], np.ndarray], images, labels: np.ndarray
     n = len(labels)
     for start in range(0, n, SCORE_BATCH):
         batch = np.asarray(images[start : start + SCORE_BATCH])
-        out = np.asarray(logits(batch))
+        try:
+            out = np.asarray(logits(batch))
+        except DawnpipeError:
+            raise
+        except Exception as e:  # the runtime refusing the program's model on the contract's input is the model's fault, named
+            raise DawnpipeError(f"{source}: fails on items {start}..{start + len(batch) - 1} ({_first_line(e)})") from None
         if out.ndim != 2 or out.shape[0] != len(batch) or out.shape[1] != classes:
             raise DawnpipeError(
                 f"{source}: gives an output of shape {list(out.shape)} for a batch of {len(batch)}; the contract's is [batch, {classes}] logits"

@@ -193,6 +193,7 @@ class ProgramRun:
         self.model_format: str | None = None
         self._verifier: Verifier | None = None
         self.values: dict[str, str] = {}
+        self.command_words: list[str] = []
 
     # ------------------------------------------------------------ the run
     def command(self) -> tuple[list[str], dict[str, str], Path]:
@@ -209,6 +210,7 @@ class ProgramRun:
         }
         self.values = values
         command, extra = contract.fill(self.program, values, self.entry["hyperparameters"])
+        self.command_words = command
         env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), **extra}
         cwd = program_dir(self.entry)
         if not cwd.is_dir():
@@ -432,7 +434,7 @@ class ProgramRun:
             )
         return {
             "contract": contract.CONTRACT,
-            "command": self.values and contract.fill(self.program, self.values, self.entry["hyperparameters"])[0],
+            "command": self.command_words,
             "workdir": str(program_dir(self.entry)),
             "source": self.program.get("source"),
             "model_format": self.model_format,
