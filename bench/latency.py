@@ -93,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     add_record_flag(p, "latency")
     args = p.parse_args(argv)
     argv = [__file__, *(sys.argv[1:] if argv is None else argv)]
+    if args.checkpoint is not None:
+        load_checkpoint(args.checkpoint)  # a checkpoint given is checked (never unpickled) before any data is made for it
     args.data = ensure_prepared(args.data)
     if args.checkpoint is None:
         args.checkpoint = ensure_checkpoint(ROOT / "config/entries/fastnet.yaml", 0, args.data, get_task("fashion-mnist").threshold)

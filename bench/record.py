@@ -100,7 +100,7 @@ def cpu_identity() -> dict[str, Any]:
 def shown_path(path: str | os.PathLike) -> str:
     """A path as the docs show it: relative to the repository when inside it or
     beside it (``../shared/...``), else as given."""
-    resolved = Path(path).resolve()
+    resolved = Path(os.path.abspath(path))  # not resolve(): ../shared may be a link to elsewhere
     return os.path.relpath(resolved, ROOT) if resolved.is_relative_to(ROOT.parent) and ROOT.parent != ROOT.anchor else str(path)
 
 

@@ -15,10 +15,13 @@ import sys
 import pytest
 from conftest import ROOT, tool_env
 
+from dawnpipe.pipeline.config import resolve
+
 spec = importlib.util.spec_from_file_location("bench_page_load", ROOT / "bench/page_load.py")
 bench = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(bench)
 
+DEFAULT = resolve([], root=ROOT).values
 OPENING = re.compile(r"^repeat (\d+)/3  (.+?): load event ([\d.]+) s, charts in window ([\d.]+) s, first chart ([\d.]+) s after scrolled to$", re.M)
 
 
@@ -37,17 +40,18 @@ def test_bench_page_load_prints_the_medians_of_what_it_measured(tmp_path):
     assert record["name"] == "page_load" and record["command"] == "python bench/page_load.py --runs 20 --repeats 3"
     result = record["result"]
     assert result["runs"] == 20 and result["repeats"] == 3 and result["goal_met"] is None
-    assert set(result["pages"]) == {"20 runs", "default config (2 runs)"}  # config/config.yaml: two entries, one seed
+    default = f"default config ({len(DEFAULT['entries']) * len(DEFAULT['seeds'])} runs)"  # config/config.yaml's entries x seeds
+    assert set(result["pages"]) == {"20 runs", default}
 
     # every opening printed, the two pages alternating, as recorded
     openings = OPENING.findall(proc.stdout)
     assert [(r, name) for r, name, *_ in openings] == [
         ("1", "20 runs"),
-        ("1", "default config (2 runs)"),
-        ("2", "default config (2 runs)"),
+        ("1", default),
+        ("2", default),
         ("2", "20 runs"),
         ("3", "20 runs"),
-        ("3", "default config (2 runs)"),
+        ("3", default),
     ]
     for name, page in result["pages"].items():
         printed = [tuple(float(x) for x in o[2:]) for o in openings if o[1] == name]
