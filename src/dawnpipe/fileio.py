@@ -158,6 +158,11 @@ def check_shape(doc: Any, path, max_depth: int = MAX_DEPTH, max_nodes: int = MAX
     return doc
 
 
+def reject_json_constant(name: str):
+    """``json.loads``' parse_constant: NaN, Infinity and -Infinity are Python's, not JSON's."""
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
 def read_json(path: str | os.PathLike, *, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH) -> Any:
     """A JSON file, bounded (see above); every problem one DawnpipeError naming the file."""
     import json
@@ -165,12 +170,8 @@ def read_json(path: str | os.PathLike, *, max_bytes: int = MAX_BYTES, max_depth:
     from dawnpipe.errors import DawnpipeError
 
     text = _text(path, read_capped_bytes(path, max_bytes))
-
-    def no_constant(name: str):
-        raise ValueError(f"{name} is not a number JSON allows")
-
     try:
-        doc = json.loads(text, parse_constant=no_constant)
+        doc = json.loads(text, parse_constant=reject_json_constant)
     except json.JSONDecodeError as e:
         raise DawnpipeError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
     except RecursionError:

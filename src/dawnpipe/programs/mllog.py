@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dawnpipe.errors import DawnpipeError
+from dawnpipe.fileio import check_shape, reject_json_constant
 
 TOKEN = ":::MLLOG "
 MAX_LINE = 64 * 1024  # characters of one line of the program's output that are read
@@ -59,18 +60,12 @@ def parse(text: str, line: int) -> Event | None:
     body = text[at + len(TOKEN) :].strip()
     if len(text) >= MAX_LINE:
         raise BrokenLog(f"{where}: an MLLOG line of {MAX_LINE:,} characters or more (cut there); not read")
-
-    def no_constant(name: str):
-        raise ValueError(f"{name} is not a number JSON allows")
-
     try:
-        doc = json.loads(body, parse_constant=no_constant)
+        doc = json.loads(body, parse_constant=reject_json_constant)
     except json.JSONDecodeError as e:
         raise BrokenLog(f"{where}: MLLOG that is not JSON ({e.msg} at column {e.colno + at + len(TOKEN)})") from None
     except (ValueError, RecursionError) as e:
         raise BrokenLog(f"{where}: MLLOG that is not JSON dawnpipe reads ({str(e)[:120] or 'nested too deeply'})") from None
-    from dawnpipe.fileio import check_shape
-
     try:
         check_shape(doc, where, max_depth=MAX_DEPTH, max_nodes=10_000)
     except DawnpipeError as e:
