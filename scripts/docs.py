@@ -116,6 +116,11 @@ def provenance(record: dict[str, Any], link: str) -> list[str]:
 # --- one renderer per kind of record -----------------------------------------
 
 
+def spread(cov: float | None, runs: int) -> str:
+    """A coefficient of variation, or a dash where one run has none to show."""
+    return "- (one seed)" if runs < 2 else pct(cov)
+
+
 def render_tta(r: dict[str, Any]) -> list[str]:
     res = r["result"]
     rows = []
@@ -126,13 +131,14 @@ def render_tta(r: dict[str, Any]) -> list[str]:
                 f"`{e['entry']}`",
                 seconds_list([run["time_to_accuracy_seconds"] for run in e["runs"]]),
                 num(e["median_seconds"], 1, " s"),
-                pct(e["cov"]),
+                spread(e["cov"], e["runs_total"]),
                 ", ".join("-" if run["epochs_to_accuracy"] is None else f"{run['epochs_to_accuracy']:g}" for run in e["runs"]),
                 f"{e['reached_runs']} of {e['runs_total']}",
             ]
         )
     limits = [f"{k.replace('_', ' ')} {res[k]}" for k in ("train_limit", "test_limit", "threads") if res.get(k) is not None]
     threshold = f"{res['threshold']:g}%"
+    seeds = "Seed 0" if res["seeds"] == 1 else f"Seeds 0..{res['seeds'] - 1}"
     out = table(
         ["entry", f"seconds to {threshold} per seed (training clock)", "median", "CoV", f"epochs to {threshold}", "seeds reaching"],
         rows,
@@ -140,7 +146,7 @@ def render_tta(r: dict[str, Any]) -> list[str]:
     return [
         *out,
         "",
-        f"Seeds 0..{res['seeds'] - 1}{' (' + ', '.join(limits) + ')' if limits else ''}; "
+        f"{seeds}{' (' + ', '.join(limits) + ')' if limits else ''}; "
         f"speed-up of the fast entry over the seed recipe (ratio of the medians): **{ratio(res['speedup'])}**.",
     ]
 
@@ -309,7 +315,7 @@ def render_stability(r: dict[str, Any]) -> list[str]:
         *out,
         "",
         f"`{res['entry']}` ({res['framework']}){' (' + ', '.join(limits) + ')' if limits else ''}: median **{num(res['median_seconds'], 1, ' s')}**, "
-        f"coefficient of variation {pct(res['cov'])}, **{res['reached_runs']} of {res['runs_total']}** seeds reached {threshold}.",
+        f"coefficient of variation {spread(res['cov'], res['runs_total'])}, **{res['reached_runs']} of {res['runs_total']}** seeds reached {threshold}.",
     ]
 
 

@@ -263,6 +263,14 @@ def test_a_record_renders_with_its_machine_commit_date_and_command(tmp_path, nam
         assert line in text, f"{line!r} not in\n{text}"
 
 
+def test_one_seed_shows_no_spread_rather_than_a_coefficient_of_zero():
+    one = {"fast": {**TTA["fast"], "runs": TTA["fast"]["runs"][:1], "cov": 0.0, "reached_runs": 1, "runs_total": 1}}
+    one["seed_recipe"] = {**TTA["seed_recipe"], "runs": TTA["seed_recipe"]["runs"][:1], "cov": 0.0, "runs_total": 1}
+    text = "\n".join(docs.render_tta({"result": {**TTA, **one, "seeds": 1}}))
+    assert "| `fastnet` | 56.0 | 56.0 s | - (one seed) | 4 | 1 of 1 |" in text and "0.0%" not in text
+    assert text.endswith("Seed 0; speed-up of the fast entry over the seed recipe (ratio of the medians): **12.85x**.")
+
+
 def test_check_mode_names_a_stale_page_and_writes_nothing(tmp_path, capsys):
     page = page_with(tmp_path, "tta")
     before = page.read_text()
