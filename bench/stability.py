@@ -1,6 +1,7 @@
-"""Stability of one entry over seeds (SPEC's analysis metric): its time to
-accuracy per seed, the median, the coefficient of variation and the share of
-seeds that reach the threshold. Any entry, a program entry too.
+"""Stability of one entry over seeds (an analysis metric,
+docs/rules.md#analysis-metrics): its time to accuracy per seed, the median,
+the coefficient of variation and the share of seeds that reach the threshold.
+Any entry, a program entry too.
 
     python bench/stability.py config/entries/torch-fmnist.yaml --seeds 5 [--record]
 

@@ -1,4 +1,5 @@
-"""Display rules of SPEC.md section 2: whole seconds rounded up, cents, four decimals of ms."""
+"""Display rules (docs/rules.md#display-rules): whole seconds rounded up,
+cents, four decimals of ms."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""The timing loop and the latency statistics (SPEC.md objective 3).
+"""The timing loop and the latency statistics (docs/rules.md#3-inference-latency).
 
 The loop is tested with a cost profile known exactly (a virtual clock that
 the "model" advances), so every statistic has one right value; and once on a

@@ -89,7 +89,7 @@ def test_leaderboard_shape(corpus_board):
     [
         # CIFAR10/train/apple_resnet9_8v100_pytorch.tsv, line 17 "15  0.0026191027585688666  94.2" is the
         # first row >= 94 (line 16: 93.65); 0.0026191027585688666 h x 3600 = 9.43 s, rounded up: 0:00:10
-        # (the published record, SPEC.md section 5).
+        # (the published record, docs/rules.md#published-records-for-comparison).
         ("cifar10", "train_time", 1, "CIFAR10/train/apple_resnet9_8v100_pytorch.json", 0.0026191027585688666, "0:00:10"),
         # CIFAR10/train/ajay_resnet9_4v100_pytorch.tsv, line 15 "13  0.0029620754323615175  94.05"
         # (line 14: 93.60); x 3600 = 10.66 s -> 0:00:11.

@@ -4,9 +4,9 @@
         results/runs/resnet20-dawn/seed0/time_to_accuracy.json results/runs/resnet20-dawn/seed1/...
 
 Coefficient of variation = sample std / mean of the time-to-accuracy of the
-runs that reached the threshold (SPEC.md section 4); the fraction of runs
-that reached it is reported beside it, since a CoV over the survivors alone
-hides the runs that never converged. With at least five seeds the entry
+runs that reached the threshold (docs/rules.md#analysis-metrics); the fraction
+of runs that reached it is reported beside it, since a CoV over the survivors
+alone hides the runs that never converged. With at least five seeds the entry
 also gets MLPerf's score: the olympic mean of the time to accuracy, a seed
 that did not reach the threshold counting as the slowest, none when more than
 one did not (dawnpipe.olympic).

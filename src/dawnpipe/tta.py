@@ -1,4 +1,5 @@
-"""Time-to-accuracy: the DAWNBench training objective (SPEC.md section 2).
+"""Time-to-accuracy: the DAWNBench training objective
+(docs/rules.md#1-training-time).
 
 The time to accuracy of a run is the cumulative training time at the end of
 the first logged epoch whose metric is at or above the threshold. These are

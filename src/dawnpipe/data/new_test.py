@@ -1,8 +1,8 @@
-"""A task's new test set: images collected after the fact the way the test
-set was, for the generalization analysis (SPEC.md section 4) of entries that
-ask for it (entry field ``new_test: true``). For CIFAR-10: CIFAR-10.1 v6
-(Recht et al. 2018), 2,000 images in two ``.npy`` files of the CIFAR-10.1
-repository (``datasets/cifar10.1_v6_data.npy``, ``_labels.npy``).
+"""A task's new test set: images collected after the fact the way the test set
+was, for the generalization analysis (docs/rules.md#analysis-metrics) of
+entries that ask for it (entry field ``new_test: true``). For CIFAR-10:
+CIFAR-10.1 v6 (Recht et al. 2018), 2,000 images in two ``.npy`` files of the
+CIFAR-10.1 repository (``datasets/cifar10.1_v6_data.npy``, ``_labels.npy``).
 
 The task file's ``data.new_test`` says where the files come from and, when
 known, their checksums (``files: {name: {sha256, bytes}}``). None is known

@@ -1,1 +1,2 @@
-"""Inference objective: one-item-at-a-time latency and cost (SPEC.md objectives 3-4)."""
+"""Inference objective: one-item-at-a-time latency and cost
+(docs/rules.md#3-inference-latency, docs/rules.md#4-inference-cost)."""

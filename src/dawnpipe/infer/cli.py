@@ -1,5 +1,6 @@
 """infer: latency and cost of answering the inference set one item at a time,
-with one backend or several (SPEC.md objectives 3-4).
+with one backend or several (docs/rules.md#3-inference-latency,
+docs/rules.md#4-inference-cost).
 
     python -m dawnpipe infer --backend onnxruntime --checkpoint results/runs/E/seed0/model.pt \\
         --run-json results/runs/E/seed0/run.json --data data/prepared/fashion-mnist \\

@@ -1,5 +1,6 @@
-"""One inference result (SPEC.md objectives 3-4) from the timed answers:
-latency statistics, accuracy and the gate, cost; no framework imported.
+"""One inference result (docs/rules.md#3-inference-latency,
+docs/rules.md#4-inference-cost) from the timed answers: latency statistics,
+accuracy and the gate, cost; no framework imported.
 
 Each backend of each run is its own result, with what a DAWNBench v1
 inference submission needs (latency, cost, accuracy, model, framework,

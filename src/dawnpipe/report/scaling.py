@@ -1,5 +1,6 @@
 """Scaling: time per epoch and time-to-accuracy against the number of
-processes (SPEC.md section 4, the DAWNBench analysis paper's scaling study).
+processes (docs/rules.md#analysis-metrics, scaling: the DAWNBench analysis
+paper's scaling study).
 
 Runs belong to one study when they train the same recipe on the same
 hardware and differ only in their data-parallel layout (an entry's

@@ -1,5 +1,5 @@
 """Report context of the "where the time goes" sections: hardware utilization
-(roofline), energy, and threshold sensitivity (SPEC.md section 4).
+(roofline), energy, and threshold sensitivity (docs/rules.md#analysis-metrics).
 
 Each run dict may carry ``utilization`` and ``sensitivity`` (the per-run
 JSON of those stages, None when absent); runs without them are skipped.

@@ -1,4 +1,5 @@
-"""pandera schemas of DAWNBench v1 submission metadata (SPEC.md section 3).
+"""pandera schemas of DAWNBench v1 submission metadata
+(docs/rules.md#dawnbench-v1-submissions).
 
 One row per submission JSON. Which fields a submission must have is decided
 here and nowhere else: a column that is not ``nullable`` is a required field

@@ -10,7 +10,8 @@ removed, the articles a/an/the removed, whitespace collapsed); a prediction
 scores the maximum over the question's ground-truth answers; scores are
 averaged over *all* questions of the data set (an unanswered question scores
 0, with a note on stderr, like the official script) and printed in percent.
-The training log and the leaderboard use F1 as a 0..1 fraction (SPEC.md).
+The training log and the leaderboard use F1 as a 0..1 fraction
+(docs/rules.md#tasks-and-thresholds).
 
 The official quirks are kept on purpose, so numbers agree with published
 ones: an answer that normalises to nothing (say "the") is an exact match for

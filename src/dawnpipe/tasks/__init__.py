@@ -45,7 +45,7 @@ class Task:
     inference_items: int
     inference_accuracy_field: str
     data: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
-    sensitivity_ladder: tuple[float, ...] = ()  # thresholds below the official one (SPEC.md section 4)
+    sensitivity_ladder: tuple[float, ...] = ()  # thresholds below the official one (docs/rules.md#analysis-metrics)
     order: int = 100  # place on the leaderboard
     source: str = ""  # the task file
 

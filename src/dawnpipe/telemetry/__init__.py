@@ -1,5 +1,5 @@
 """Where the time goes: hardware telemetry, energy, FLOP utilization and
-threshold sensitivity (SPEC.md section 4).
+threshold sensitivity (docs/rules.md#analysis-metrics).
 
 - ``sampler``: a background thread that samples the hardware at a fixed
   interval while a run trains or answers items (NVML per GPU, psutil for the

@@ -8,10 +8,10 @@ samples; a span outside the sampled time is not measured (None), never
 extrapolated.
 
 Energy to accuracy integrates over the same spans as the training clock
-(SPEC.md objective 1): each epoch's training, up to and including the first
-epoch at the threshold; evaluation and checkpointing between them are left
-out. The wall-clock variant (start of training to the end of that epoch,
-evaluation included) is reported beside it.
+(docs/rules.md#1-training-time): each epoch's training, up to and including
+the first epoch at the threshold; evaluation and checkpointing between them
+are left out. The wall-clock variant (start of training to the end of that
+epoch, evaluation included) is reported beside it.
 """
 
 from __future__ import annotations

@@ -8,11 +8,12 @@
 
 Achieved FLOP/s of an epoch = counted model FLOPs per item (forward +
 backward, ``dawnpipe flops``) x items trained per second of training clock
-(the log's ``items_per_second``), SPEC.md section 4. The fraction of peak
-divides by the device's peak for the entry's precision (``peaks.yaml`` for
-GPUs, the CPU probe in run.json otherwise). Energy comes from the telemetry
-samples (``dawnpipe.telemetry.energy``); its source says which meters:
-NVML, RAPL, both, or none (then there is no energy figure, only the reason).
+(the log's ``items_per_second``), docs/rules.md#analysis-metrics. The fraction
+of peak divides by the device's peak for the entry's precision (``peaks.yaml``
+for GPUs, the CPU probe in run.json otherwise). Energy comes from the
+telemetry samples (``dawnpipe.telemetry.energy``); its source says which
+meters: NVML, RAPL, both, or none (then there is no energy figure, only the
+reason).
 """
 
 from __future__ import annotations

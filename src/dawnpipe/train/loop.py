@@ -7,10 +7,11 @@ A trainer supplies only what differs between frameworks and tasks (the
 in and out of a file. Everything a reader of a result must trust is here, in
 one place:
 
-- the training clock (SPEC.md objective 1) runs around ``trainer.epoch()``
-  alone, read after ``trainer.sync()`` (CUDA's synchronize, TensorFlow's,
-  and with several processes a barrier, so rank 0's clock spans the slowest
-  rank); evaluation, checkpointing and log writing run with it stopped;
+- the training clock (docs/rules.md#1-training-time) runs around
+  ``trainer.epoch()`` alone, read after ``trainer.sync()`` (CUDA's
+  synchronize, TensorFlow's, and with several processes a barrier, so rank 0's
+  clock spans the slowest rank); evaluation, checkpointing and log writing run
+  with it stopped;
 - the time an interruption lost is added to the clock (train.interruptions);
 - an epoch's row is logged, the threshold checkpoint taken at the first epoch
   at the threshold, and the state saved for resuming, in that order, by the

@@ -3,14 +3,15 @@
 our runs.
 
 What the times mean. MLPerf's time to train is ``run_stop - run_start`` in
-wall-clock milliseconds, evaluation included; dawnpipe's objective (SPEC.md
-objective 1) is the training clock, evaluation excluded. The log keeps
-MLPerf's meaning and says ours beside it: every ``time_ms`` is on the run's
-wall clock (``wall_hours`` of train.parquet), and each ``epoch_stop`` carries
-the training clock in its metadata (``training_clock_ms``), so MLCommons'
-tools compute our wall time to accuracy and the DAWNBench time is there too.
-``run_stop`` comes after the evaluation of the first epoch at the threshold
-(status ``success``), or after the last epoch (``aborted``: never reached).
+wall-clock milliseconds, evaluation included; dawnpipe's objective
+(docs/rules.md#1-training-time) is the training clock, evaluation excluded.
+The log keeps MLPerf's meaning and says ours beside it: every ``time_ms`` is
+on the run's wall clock (``wall_hours`` of train.parquet), and each
+``epoch_stop`` carries the training clock in its metadata
+(``training_clock_ms``), so MLCommons' tools compute our wall time to accuracy
+and the DAWNBench time is there too. ``run_stop`` comes after the evaluation
+of the first epoch at the threshold (status ``success``), or after the last
+epoch (``aborted``: never reached).
 
 The log is written once, when the run completes, from the per-epoch log:
 a run that was interrupted and resumed gets one epoch_start/epoch_stop per

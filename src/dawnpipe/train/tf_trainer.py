@@ -7,7 +7,7 @@ fractional epoch at every step (as in PyTorch), the clock brackets exactly
 the epoch, and evaluation and checkpointing run between epochs with the clock
 stopped, not inside callbacks whose time ``fit`` would mix into its own.
 
-The training clock (SPEC.md, objective 1) covers each epoch's loop:
+The training clock (docs/rules.md#1-training-time) covers each epoch's loop:
 shuffling, augmentation, forward, backward and the optimizer step, and in the
 first epoch (and the first after a resume) the tracing of the step into a
 graph: that is what training costs in TensorFlow. On a GPU the clock is read
