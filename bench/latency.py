@@ -1,5 +1,6 @@
 """Inference latency of the fast Fashion-MNIST entry: eager PyTorch against
-the best other backend, in one run (issue 4).
+the best other backend, in one run, and whether the best answers one item at
+a time at least 3x faster than eager (--target: the goal this script checks).
 
     python bench/latency.py                   # the bench's own fastnet checkpoint at 93%, trained when missing
     python bench/latency.py --record          # ... and write docs/measurements/latency.json
@@ -33,8 +34,8 @@ backend that is not quantised (fp32: its predictor's precision), measured in
 the same run against the same eager, so the headline is not read as a
 property of the export alone when only int8 reaches it:
 `best fp32 (not quantised): <backend>: latency speedup over eager <ratio>x (p50 ratio <ratio>x)`,
-and whether each of them meets --target (default 3, the speed-up the
-issue asks for). The last line is
+and whether each of them meets --target (default 3, dawnpipe's goal for the
+latency of the fast entry). The last line is
 `latency speedup over eager: <mean latency of eager / mean latency of the best>x`.
 
 `--record` writes every backend's statistics and accuracy, the best backend,

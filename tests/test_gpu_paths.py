@@ -1,8 +1,9 @@
-"""The CUDA paths fixed by reading (issue 29), checked where a CPU can check
-them: fp32 without TF32 on a CUDA device (torch's CUDA availability stood in
-for), the peak rows of the names Hopper machines report, the device count of a
-data-parallel run's peak, and the data-parallel path forced at world size 1
-(gloo here; NCCL on a GPU, which bench/gpu_check.sh runs)."""
+"""The CUDA paths fixed by reading the code, without a GPU to run them on,
+checked where a CPU can check them: fp32 without TF32 on a CUDA device
+(torch's CUDA availability stood in for), the peak rows of the names Hopper
+machines report, the device count of a data-parallel run's peak, and the
+data-parallel path forced at world size 1 (gloo here; NCCL on a GPU, which
+bench/gpu_check.sh runs)."""
 
 from __future__ import annotations
 
@@ -69,8 +70,8 @@ def test_run_environment_says_whether_tf32_was_allowed(stand_in_cuda):
 @pytest.mark.parametrize(
     "reported, row, bf16",
     [
-        ("NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3", 989.5),  # torch and NVML on nvidia-h100-x1 (KINDS.md)
-        ("NVIDIA H200", "NVIDIA H200", 989.5),  # torch on nvidia-h200 (KINDS.md)
+        ("NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3", 989.5),  # the H100 SXM part, as NVML and torch name it (peaks.yaml)
+        ("NVIDIA H200", "NVIDIA H200", 989.5),  # the H200 SXM part, as NVML and torch name it (peaks.yaml)
         ("NVIDIA H200 NVL", "NVIDIA H200 NVL", 835.5),  # the PCIe board: never the SXM part's rates
         ("NVIDIA H100 NVL", "NVIDIA H100 NVL", 835.5),
         ("NVIDIA H100 PCIe", "NVIDIA H100 PCIe", 756.5),

@@ -1,4 +1,6 @@
-"""Telemetry (issue 9): the sampler, energy integration, RAPL counters, peaks.
+"""Telemetry (docs/rules.md#analysis-metrics and
+docs/rules.md#energy-to-accuracy-shown-where-measured): the sampler, energy
+integration, RAPL counters, peaks.
 
 The CPU path (psutil) runs for real on this machine. NVML and RAPL do not
 exist here (no GPU, no /sys/class/powercap), so their contracts are tested

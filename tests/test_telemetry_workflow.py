@@ -1,6 +1,7 @@
-"""End to end (issue 9): the real workflow of config/test.yaml leaves, for
-every run, its telemetry, FLOP count, utilization and threshold ladder, and
-the page shows the roofline and the sensitivity sections."""
+"""End to end (the analysis metrics, docs/rules.md#analysis-metrics): the real
+workflow of config/test.yaml leaves, for every run, its telemetry, FLOP count,
+utilization and threshold ladder, and the page shows the roofline and the
+sensitivity sections."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """FLOP counts, the threshold ladder, the utilization stage and the report
-sections of issue 9, on hand-computed cases."""
+sections of the analysis metrics (docs/rules.md#analysis-metrics), on
+hand-computed cases."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 # The Snakemake side of the stage table (src/dawnpipe/pipeline/stages.py):
 # the configuration, resolved in layers (dawnpipe.pipeline.config), one Plan
-# of entries and runs, and the get_*/is_* helpers rules.smk hands the table's
+# of entries and runs, and the get_*/is_* helpers stages.smk hands the table's
 # stages to Snakemake with. What a job asks of a cluster (threads, memory,
 # walltime, GPUs, processes) is here: it is Snakemake's and Slurm's alone.
 import os

@@ -35,7 +35,7 @@ def load_run(run_dir: Path) -> dict[str, Any]:
         "latency": headline(latencies),  # the run's headline among them (dawnpipe.infer.summary)
         **{
             name: read_run_file(run_dir / f"{name}.json", name) if (run_dir / f"{name}.json").is_file() else None for name in ("utilization", "sensitivity")
-        },  # optional: the analysis stages of issue 9
+        },  # optional: the analysis stages' files (docs/rules.md#analysis-metrics), None where a run has none
     }
     run["generalization"] = generalization(run)
     return run
