@@ -43,15 +43,17 @@ test-fast: setup
 	python -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder -m "not slow"
 
 # Format and lint (ruff), the import layers (.importlinter), the workflow
-# (snakemake --lint), dvc.yaml against the stage table, and the docs (links,
-# anchors, the commands they show, the README's size, the generated tables:
-# tests/test_docs.py, a few seconds).
+# (snakemake --lint), dvc.yaml against the stage table, every reference in
+# code and docs to a file, module or section (scripts/refs.py), and the docs
+# (links, anchors, the commands they show, the README's size, the generated
+# tables: tests/test_docs.py); a few seconds each.
 lint: setup
 	ruff format --check src tests bench scripts examples
 	ruff check src tests bench scripts examples
 	lint-imports --no-cache
 	snakemake --lint
 	python -m dawnpipe pipeline dvc --check
+	python scripts/refs.py
 	python -m pytest -q -n 0 -p no:cacheprovider tests/test_docs.py
 
 # The measured tables of docs/measurements.md and docs/studies.md, from the

@@ -26,54 +26,20 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 # path from here once it is committed (a link to it is then checked like any).
 PENDING: set[Path] = set()  # files a link may name before they exist (none now)
 
-spec = importlib.util.spec_from_file_location("docs_generator", ROOT / "scripts/docs.py")
-docs = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(docs)
 
-FENCE = re.compile(r"^(```|~~~)")
-LINK = re.compile(r"!?\[(?:[^\]\\]|\\.)*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
-INLINE_CODE = re.compile(r"(`+)(.+?)\1")
-
-
-def split_markdown(text: str) -> tuple[list[str], list[str]]:
-    """(lines of prose, lines of code blocks)."""
-    prose, code, fenced = [], [], False
-    for line in text.splitlines():
-        if FENCE.match(line.strip()):
-            fenced = not fenced
-            continue
-        (code if fenced else prose).append(line)
-    return prose, code
+def script(name: str):
+    """A module of scripts/, loaded from its file (scripts/ is not a package)."""
+    spec = importlib.util.spec_from_file_location(f"scripts_{name}", ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # a dataclass looks its module up there
+    spec.loader.exec_module(module)
+    return module
 
 
-def slug(heading: str) -> str:
-    """GitHub's anchor of a heading: its text (links and code spans as their
-    text), lower-cased, without punctuation but hyphens and underscores,
-    spaces as hyphens."""
-    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading)
-    text = text.replace("`", "").replace("*", "")
-    text = re.sub(r"[^\w\- ]", "", text.strip().lower())
-    return text.replace(" ", "-")
-
-
-def anchors(page: Path) -> set[str]:
-    prose, _ = split_markdown(page.read_text(encoding="utf-8"))
-    seen: dict[str, int] = {}
-    found = set()
-    for line in prose:
-        m = re.match(r"^(#{1,6})\s+(.*?)\s*#*\s*$", line)
-        if not m:
-            continue
-        base = slug(m.group(2))
-        n = seen.get(base, 0)
-        seen[base] = n + 1
-        found.add(base if n == 0 else f"{base}-{n}")
-    return found
-
-
-def links(page: Path) -> list[str]:
-    prose, _ = split_markdown(page.read_text(encoding="utf-8"))
-    return [target for line in prose for target in LINK.findall(INLINE_CODE.sub("", line))]
+docs = script("docs")
+# What a Markdown page holds and GitHub's anchors, as the references check reads them (make lint).
+refs = script("refs")
+split_markdown, slug, INLINE_CODE = refs.split_markdown, refs.slug, refs.INLINE_CODE
 
 
 def commands(page: Path) -> list[list[str]]:
@@ -97,17 +63,13 @@ def commands(page: Path) -> list[list[str]]:
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_relative_link_and_anchor_resolves(page):
     broken = []
-    for target in links(page):
-        if re.match(r"^[a-z][a-z0-9+.-]*:", target):  # https:, mailto:
-            continue
-        path, _, anchor = target.partition("#")
-        dest = (page.parent / path).resolve() if path else page
+    for line, target in refs.links(page.read_text(encoding="utf-8")):
+        dest = (page.parent / target.partition("#")[0]).resolve()
         if dest in PENDING and not dest.exists():
             continue
-        if not dest.exists():
-            broken.append(f"{target}: no such file")
-        elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
-            broken.append(f"{target}: no heading with anchor #{anchor} in {dest.relative_to(ROOT)}")
+        reason = refs.link_problem(page, target)
+        if reason:
+            broken.append(f"line {line}: {target}: {reason}")
     assert not broken, f"{page.relative_to(ROOT)}: " + "; ".join(broken)
 
 
