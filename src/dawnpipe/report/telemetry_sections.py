@@ -32,7 +32,8 @@ def roofline_by_device(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         points = [
             (_label(r), r["utilization"]["flops"]["arithmetic_intensity"], (r["utilization"]["achieved_tflops_median"] or 0) * 1e12)
             for r in mine
-            if r["utilization"]["flops"].get("counted")
+            # a program run's estimate from its model graph has FLOPs but no operand traffic: no intensity, no point
+            if r["utilization"]["flops"].get("counted") and r["utilization"]["flops"].get("arithmetic_intensity") is not None
         ]
         ceilings, seen = [], set()
         for r in mine:
@@ -70,11 +71,14 @@ def energy_rows(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "to_accuracy_j": e["energy_to_accuracy_j"],
                 "wall_to_accuracy_j": e["wall_energy_to_accuracy_j"],
                 "reason": e["reason"],
-                "achieved_tflops": u["achieved_tflops_median"],
-                "fraction_of_peak": u["fraction_of_peak_median"],
+                "achieved_tflops": u["estimate"]["achieved_tflops"] if "estimate" in u else u["achieved_tflops_median"],
+                "fraction_of_peak": u["estimate"]["fraction_of_peak"] if "estimate" in u else u["fraction_of_peak_median"],
                 "flops_per_item": u["flops"].get("flops_per_item"),
                 "intensity": u["flops"].get("arithmetic_intensity"),
                 "flops_reason": u["flops"].get("reason"),
+                # a program run: estimated from the model graph, to its ranked epoch (dawnpipe.telemetry.program_flops)
+                "flops_estimated": "estimate" in u,
+                "estimate_reason": (u.get("estimate") or {}).get("reason"),
                 "peak_device": u["peak"]["device"],
                 "peak_tflops": u["peak"]["compute_tflops"],
                 "precision": u["precision"],

@@ -14,6 +14,13 @@ for GPUs, the CPU probe in run.json otherwise). Energy comes from the
 telemetry samples (``dawnpipe.telemetry.energy``); its source says which
 meters: NVML, RAPL, both, or none (then there is no energy figure, only the
 reason).
+
+A program entry's run (``framework: program``) has no count from ``dawnpipe
+flops``: its FLOPs are estimated from the model graph of the model it handed
+over (``--model``, the run's model.pt) and its items per second are the
+training items it was given (``--data``, the prepared data) over each epoch's
+training time, never a count the program reports; the record says so
+(``flops.method``, ``estimate``: ``dawnpipe.telemetry.program_flops``).
 """
 
 from __future__ import annotations
@@ -89,7 +96,11 @@ def utilization(
     samples: pd.DataFrame | None,
     inference_samples: pd.DataFrame | None = None,
     inference_items: int | None = None,
+    items_given: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """``items_given`` (a program run's, ``program_flops.train_items_given``): each
+    epoch's items per second are the training items given over its training
+    time, not the log's (the program's own count)."""
     task = get_task(run["task"])
     precision = precision_of(run["settings"]["entry"])
     tele = run.get("telemetry") or {}
@@ -105,7 +116,10 @@ def utilization(
     epochs = []
     for i, row in enumerate(log.itertuples(index=False)):
         seconds = float(row.epoch_train_seconds)
-        rate = en.finite_or_none(float(row.items_per_second))  # none where a program does not say how many items it trained on
+        if items_given is not None:
+            rate = items_given["train"] / seconds if seconds > 0 else None
+        else:
+            rate = en.finite_or_none(float(row.items_per_second))  # none where a program does not say how many items it trained on
         achieved = flops["flops_per_item"] * rate / 1e12 if counted and rate is not None else None
         epochs.append(
             {
@@ -153,7 +167,10 @@ def utilization(
         "threshold": float(run["threshold"]),
         "demo_threshold": bool(run["demo_threshold"]),
         "peak": peak,
-        "flops": {k: flops.get(k) for k in ("counted", "reason", "flops_per_item", "bytes_per_item", "arithmetic_intensity", "batch_size", "method")},
+        "flops": {
+            k: flops.get(k)
+            for k in ("counted", "reason", "flops_per_item", "bytes_per_item", "arithmetic_intensity", "batch_size", "method", "forward_flops_per_item", "rule")
+        },
         "achieved_tflops_median": statistics.median(achieved_all) if achieved_all else None,
         "fraction_of_peak_median": statistics.median(fractions) if fractions else None,
         "epochs": epochs,
@@ -166,6 +183,10 @@ def utilization(
             "error": tele.get("error"),
         },
     }
+    if run["framework"] == "program":
+        from dawnpipe.telemetry import program_flops
+
+        record["estimate"] = program_flops.estimate(flops, run, log, task.metric_column, items_given, peak)
     if inference_samples is not None:
         inf = telemetry_summary(inference_samples)
         if inference_items and inf.get("energy_j") is not None:
@@ -188,6 +209,8 @@ def configure(p) -> None:
     p.add_argument("--telemetry", type=Path, help="the run's telemetry Parquet (absent: no energy)")
     p.add_argument("--inference-telemetry", type=Path, help="telemetry Parquet of the inference stage (optional)")
     p.add_argument("--latency-json", type=Path, help="latency.json of the inference stage (items answered, for energy per item)")
+    p.add_argument("--model", type=Path, help="a program run's model.pt: its FLOPs are estimated from the model graph (program entries only)")
+    p.add_argument("--data", type=Path, help="prepared data of the run's task: the training items a program run was given (program entries only)")
     p.add_argument("--out", required=True, type=Path, help="output JSON")
 
 
@@ -195,15 +218,29 @@ def run(args) -> int:
     run_info = read_run_file(args.run_json, "run_measured")
     items = read_run_file(args.latency_json, "latency")["items"] if args.latency_json else None
     log = read_run_parquet(args.log_parquet, get_task(run_info["task"]), LOG_COLUMNS)
-    record = utilization(log, run_info, read_run_file(args.flops, "flops"), read_samples(args.telemetry), read_samples(args.inference_telemetry), items)
+    flops, given = read_run_file(args.flops, "flops"), None
+    if run_info["framework"] == "program":  # no count of the entry: estimated from this run's own model
+        from dawnpipe.data.loader import prepared_dir
+        from dawnpipe.telemetry import program_flops
+
+        data = prepared_dir(args.data, run_info["task"]) if args.data else None
+        flops, given = program_flops.run_flops(run_info, args.model, data)
+    record = utilization(log, run_info, flops, read_samples(args.telemetry), read_samples(args.inference_telemetry), items, given)
     write_json(args.out, record)
     e, med = record["energy"], record["achieved_tflops_median"]
     frac = record["fraction_of_peak_median"]
+    estimate = record.get("estimate")
+    if estimate is not None:
+        med, frac = estimate["achieved_tflops"], estimate["fraction_of_peak"]
     # run.json's entry and device names and flops.json's reason are files' text (dvc pull, a colleague): shown escaped
     print(
         terminal_safe(
             f"utilization: {record['entry']} seed {record['seed']}: "
-            + (f"{med * 1e3:.2f} GFLOP/s median achieved" if med is not None else f"FLOPs not counted ({record['flops']['reason']})")
+            + (
+                f"{med * 1e3:.2f} GFLOP/s " + ("achieved to the ranked epoch, estimated from the model graph" if estimate else "median achieved")
+                if med is not None
+                else (f"not estimated ({estimate['reason']})" if estimate else f"FLOPs not counted ({record['flops']['reason']})")
+            )
             + (f", {100 * frac:.1f}% of peak ({record['peak']['device']})" if frac is not None else f", peak unknown ({record['peak']['source']})")
             + "; energy: "
             + (f"{e['energy_to_accuracy_j']:.1f} J to accuracy ({e['source']})" if e["energy_to_accuracy_j"] is not None else f"not measured ({e['reason']})")
