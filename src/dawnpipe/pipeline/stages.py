@@ -483,6 +483,19 @@ FLOPS_STAGE = Stage(
     env=train_env,
 )
 
+
+def _program_run_inputs(plan: Plan, job: Job) -> list[str]:
+    """A program run's model.pt and its task's prepared data (the items it was given); nothing for a zoo entry."""
+    if "program" not in _entry(plan, job).recipe:
+        return []
+    return [RUN.format(entry=job["entry"], seed=job["seed"]) + "/model.pt", prepared(plan, job)]
+
+
+def _program_run_args(plan: Plan, job: Job) -> list[str]:
+    model_pt, data = _program_run_inputs(plan, job) or (None, None)
+    return words(("--model", model_pt), ("--data", data))
+
+
 UTILIZATION = Stage(
     "utilization",
     "utilization",
@@ -494,6 +507,7 @@ UTILIZATION = Stage(
         "inference_telemetry": Input(f"{RUN}/inference_telemetry.parquet"),
         "latency": Input(f"{RUN}/latency.json"),
         "flops": Input("results/flops/{entry}.json"),
+        "program_model": Input(lambda plan, job: _program_run_inputs(plan, job)),  # a program run's FLOPs: from its model's graph
     },
     outputs={"utilization": Output(f"{RUN}/utilization.json")},
     args=(
@@ -509,12 +523,15 @@ UTILIZATION = Stage(
         In("inference_telemetry"),
         "--latency-json",
         In("latency"),
+        Param("program_model"),
         "--out",
         Out("utilization"),
     ),
     log="results/logs/utilization/{entry}/seed{seed}.log",
+    params={"program_model": lambda plan, job: _program_run_args(plan, job)},
     values={"run_settings": RUN_SETTINGS},
-    needs=Needs(mem_mb=1000, runtime_min=5),
+    needs=Needs(mem_mb=2000, runtime_min=5),
+    env=lambda plan, job: train_env(plan, job) if "program" in _entry(plan, job).recipe else "report",  # onnx or TensorFlow reads its model
 )
 
 
