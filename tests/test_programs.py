@@ -59,7 +59,7 @@ def test_a_program_entry_is_filled_in_like_a_zoo_entry():
         ({"program__env": {"LR": "{hp.lr}", "BAD": "{nope}"}}, "program.env.BAD", "unknown placeholder {nope}"),
         ({"hyperparameters": {"lr": [0.1, 0.2]}}, "program.command[9]", "only a number, a string or true/false"),
         ({"framework": "pytorch"}, "framework", "a program entry has no framework"),
-        ({"program__contract": 2}, "program.contract", "expected"),
+        ({"program__contract": 3}, "program.contract", "expected"),
         ({"program__source": {"url": "x", "commit": "main"}}, "program.source.commit", "expected text matching"),
         ({"task": "squad"}, "task", "hands over an image classifier"),
     ],

@@ -68,7 +68,7 @@ def validate_program(doc: dict[str, Any], source: str) -> dict[str, Any]:
     """A program entry, checked (schemas/program_entry.schema.yaml, its
     placeholders) and filled in: defaults, ``framework: program``, ``model``
     (the program's name), no model_args, one process."""
-    from dawnpipe.programs import contract
+    from dawnpipe.programs import contract, weights
 
     zoo = [k for k in _ZOO_ONLY if k in doc]
     if zoo:
@@ -88,6 +88,7 @@ def validate_program(doc: dict[str, Any], source: str) -> dict[str, Any]:
         raise DawnpipeError(f"{source}: field 'task': a program entry hands over an image classifier (docs/programs.md); task {doc['task']} has {items} items")
     entry = fill_defaults(copy.deepcopy(doc), schema)
     contract.check(entry["program"], entry["hyperparameters"], source)
+    weights.check_entry(entry["program"], source)
     entry["framework"] = PROGRAM_FRAMEWORK
     entry["model"] = contract.program_name(entry["program"])
     entry["model_args"] = {}
