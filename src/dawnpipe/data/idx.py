@@ -38,7 +38,8 @@ def read_idx(path: Path) -> np.ndarray:
 
 
 def write_idx(path: Path, array: np.ndarray) -> None:
-    """Write ``array`` (uint8) as IDX, gzip-compressed when the name ends in .gz (tests, mirrors)."""
+    """Write ``array`` (uint8) as IDX, gzip-compressed when the name ends in .gz: the
+    torchvision layout of a program's data (dawnpipe.data.layouts), and tests' mirrors."""
     array = np.ascontiguousarray(array, dtype=np.uint8)
     header = struct.pack(">HBB", 0, 0x08, array.ndim) + struct.pack(f">{array.ndim}I", *array.shape)
     opener = gzip.open if path.name.endswith(".gz") else open

@@ -199,6 +199,40 @@ def per_item(one: dict[str, Any], two: dict[str, Any], parameters: int) -> dict[
     }
 
 
+@dataclass(frozen=True)
+class OpTable:
+    """One framework's op types outside the model FLOPs, by how their work is counted."""
+
+    normalization: dict[str, int]  # op -> FLOPs per output element; its input 1 is a scale (a parameter when constant)
+    elementwise: frozenset[str]  # 1 per output element
+    softmax: frozenset[str]  # 3 per output element
+    pool: frozenset[str]  # the window's size per output element
+    reduction: frozenset[str]  # 1 per input element
+    data: frozenset[str]  # 0: they only move data
+    control: frozenset[str]  # refused over large tensors
+
+
+def _other_work(op: Op, table: OpTable, in_shapes: list, out_shapes: list, window: Callable[[], list[int] | None]) -> None:
+    """``op``'s work by ``table`` (or its kind, "unknown" or "control", with its tensors' sizes)."""
+    t, out = op.type, _elements(out_shapes[0]) if out_shapes else None
+    if t in table.normalization:
+        op.flops, op.scale = (None if out is None else table.normalization[t] * out), 1
+    elif t in table.elementwise:
+        op.flops = out
+    elif t in table.softmax:
+        op.flops = None if out is None else 3 * out
+    elif t in table.pool:
+        size = window()
+        op.flops = None if out is None or not size else out * math.prod(size)
+    elif t in table.reduction:
+        op.flops = _elements(in_shapes[0]) if in_shapes else None
+    elif t in table.data:
+        op.flops = 0
+    else:
+        op.kind = "control" if t in table.control else "unknown"
+        op.in_sizes, op.out_sizes = [_elements(s) for s in in_shapes], [_elements(s) for s in out_shapes]
+
+
 def _elements(shape: Shape | None) -> int | None:
     return None if shape is None else math.prod(shape)
 
@@ -228,6 +262,7 @@ ONNX_DATA = frozenset(
     "OneHot NonZero Trilu EyeLike Compress ReverseSequence".split()
 )
 ONNX_CONTROL = frozenset({"If", "Loop", "Scan", "SequenceMap"})
+ONNX_TABLE = OpTable(ONNX_NORMALIZATION, ONNX_ELEMENTWISE, ONNX_SOFTMAX, ONNX_POOL, ONNX_REDUCTION, ONNX_DATA, ONNX_CONTROL)
 
 
 def _onnx_counts(model_bytes: bytes, item_shape: Shape | None) -> dict[str, Any]:
@@ -348,22 +383,8 @@ def _onnx_op(node, shapes: dict[str, Shape | None]) -> Op:
             op.flops = 2 * out * (a[0] if _onnx_attr(node, "transA", 0) else a[1])
         else:
             op.flops = 2 * out * a[-1]
-    elif t in ONNX_NORMALIZATION:
-        op.flops, op.scale = (None if out is None else ONNX_NORMALIZATION[t] * out), 1
-    elif t in ONNX_ELEMENTWISE:
-        op.flops = out
-    elif t in ONNX_SOFTMAX:
-        op.flops = None if out is None else 3 * out
-    elif t in ONNX_POOL:
-        kernel = _onnx_attr(node, "kernel_shape")
-        op.flops = None if out is None or not kernel else out * math.prod(kernel)
-    elif t in ONNX_REDUCTION:
-        op.flops = _elements(in_shapes[0]) if in_shapes else None
-    elif t in ONNX_DATA:
-        op.flops = 0
     else:
-        op.kind = "control" if t in ONNX_CONTROL else "unknown"
-        op.in_sizes, op.out_sizes = [_elements(s) for s in in_shapes], [_elements(s) for s in out_shapes]
+        _other_work(op, ONNX_TABLE, in_shapes, out_shapes, lambda: _onnx_attr(node, "kernel_shape"))
     return op
 
 
@@ -394,6 +415,7 @@ TF_DATA = frozenset(
     "PreventGradient BroadcastTo Rank SpaceToDepth DepthToSpace".split()
 )
 TF_CONTROL = frozenset({"PartitionedCall", "StatefulPartitionedCall", "While", "StatelessWhile", "If", "StatelessIf", "Case"})
+TF_TABLE = OpTable(TF_NORMALIZATION, TF_ELEMENTWISE, TF_SOFTMAX, TF_POOL, TF_REDUCTION, TF_DATA, TF_CONTROL)
 
 
 def _savedmodel_counts(model, item_shape: Shape | None) -> dict[str, Any]:
@@ -467,20 +489,6 @@ def _tf_op(o) -> Op:
             raise NotCounted(f"node {name!r} ({t}): TensorFlow cannot resolve its operand shapes (dynamic shapes); its FLOPs cannot be counted")
         driving = _elements(in_shapes[2]) if t == "Conv2DBackpropInput" else out
         op.flops = 2 * driving * length(in_shapes, attr)
-    elif t in TF_NORMALIZATION:
-        op.flops, op.scale = (None if out is None else TF_NORMALIZATION[t] * out), 1
-    elif t in TF_ELEMENTWISE:
-        op.flops = out
-    elif t in TF_SOFTMAX:
-        op.flops = None if out is None else 3 * out
-    elif t in TF_POOL:
-        ksize = attr("ksize")
-        op.flops = None if out is None or not ksize else out * math.prod(ksize)
-    elif t in TF_REDUCTION:
-        op.flops = _elements(in_shapes[0]) if in_shapes else None
-    elif t in TF_DATA:
-        op.flops = 0
     else:
-        op.kind = "control" if t in TF_CONTROL else "unknown"
-        op.in_sizes, op.out_sizes = [_elements(s) for s in in_shapes], [_elements(s) for s in out_shapes]
+        _other_work(op, TF_TABLE, in_shapes, out_shapes, lambda: attr("ksize"))
     return op
