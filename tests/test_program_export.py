@@ -469,12 +469,12 @@ def test_a_program_model_that_cannot_be_represented_names_the_field(model, contr
 def test_mean_and_std_must_fit_the_channels_of_the_task_s_items(their_program):
     three = program(preprocessing={"mean": [0.5, 0.5, 0.5], "std": [0.25], "layout": "NCHW"})
     with pytest.raises(DawnpipeError) as err:
-        ExportWorker(three, their_program, "torch", item_shape=(28, 28))
+        ExportWorker(three, their_program, "torch", item_shape=(28, 28), source="config/entries/p.yaml")
     assert str(err.value) == (
-        "program entry: field 'program.model.preprocessing.mean': 3 values, but the task's items [28, 28] have 1 channel; give one value (every channel) or 1"
+        "config/entries/p.yaml: field 'program.model.preprocessing.mean': 3 values, but the task's items [28, 28] have 1 channel; give one value (every channel) or 1"
     )
     ExportWorker(three, their_program, "torch", item_shape=(32, 32, 3))  # fits: nothing started
-    with pytest.raises(DawnpipeError, match=r"field 'program.model': the program hands over weights"):
+    with pytest.raises(DawnpipeError, match=r"^program entry: field 'program.model': the program hands over weights"):
         ExportWorker({"contract": 2}, their_program, "torch", item_shape=(28, 28))
 
 

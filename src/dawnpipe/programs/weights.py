@@ -210,7 +210,8 @@ class ExportWorker:
     appended to (its tracebacks, the program's prints; a temporary file when
     None); ``sandbox``: ``network_sandbox()``'s answer (found when None);
     ``start_seconds``/``export_seconds``: how long an answer may take before
-    the worker is stopped.
+    the worker is stopped; ``source``: what names the entry in a refusal of
+    its ``program.model`` (the entry file).
 
     A refused ``program.model`` raises DawnpipeError when the worker is made.
     After ``start()``: ``network`` is ``"none"`` or ``"available (why)"``,
@@ -232,16 +233,17 @@ class ExportWorker:
         start_seconds: float = START_SECONDS,
         export_seconds: float = EXPORT_SECONDS,
         python: str = sys.executable,
+        source: str = "program entry",
     ):
         if framework not in FRAMEWORKS:
             raise ValueError(f"framework {framework!r}: expected one of {', '.join(FRAMEWORKS)}")
         model = program.get("model")
         if not model:
             raise DawnpipeError(
-                "field 'program.model': the program hands over weights (.pt or .weights.h5), but its entry names no "
+                f"{source}: field 'program.model': the program hands over weights (.pt or .weights.h5), but its entry names no "
                 "program.model (factory and preprocessing) to build the network from"
             )
-        check_entry(program, "program entry", item_shape=item_shape)
+        check_entry(program, source, item_shape=item_shape)
         prep = {"scale": 1.0, "mean": [0.0], "std": [1.0], **model["preprocessing"]}
         self.setup = {
             "framework": framework,
