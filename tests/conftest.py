@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,22 @@ def tool_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env.setdefault("PYTHONHASHSEED", "0")
     env.update(extra or {})
     return env
+
+
+def pytest_configure(config):
+    """Hypothesis keeps its example database and caches in a temporary
+    directory of the session (of each worker), removed at its end: by default
+    it writes .hypothesis/ into the current directory, already while the test
+    modules are collected, and a test writes only under temporary directories."""
+    from hypothesis.configuration import set_hypothesis_home_dir
+
+    config.hypothesis_home = tempfile.mkdtemp(prefix="dawnpipe-hypothesis-")
+    set_hypothesis_home_dir(config.hypothesis_home)
+
+
+def pytest_unconfigure(config):
+    if getattr(config, "hypothesis_home", None):
+        shutil.rmtree(config.hypothesis_home, ignore_errors=True)
 
 
 CHART_DATA = re.compile(r'<script type="application/json" class="chart-data">(.*?)</script>', re.S)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import threading
 from pathlib import Path
 
@@ -159,24 +160,24 @@ def test_bad_entry_files_are_named_with_the_reason(tmp_path, content, message):
     assert "Traceback" not in proc.stderr
 
 
-def test_a_bug_is_one_line_on_the_terminal_and_a_traceback_in_a_file(capsys):
+def test_a_bug_is_one_line_on_the_terminal_and_a_traceback_in_a_file(capsys, tmp_path, monkeypatch):
     def broken(args):
         return {}["no such key"]
 
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the crash report goes: the system's temporary directory
     assert run_command("report", broken, None) == 70
     err = capsys.readouterr().err
     assert "Traceback" not in err and "internal error: KeyError" in err
     report = Path(err.rsplit("please report it with ", 1)[1].rstrip(")\n"))
-    try:
-        assert "Traceback" in report.read_text() and "no such key" in report.read_text()
-    finally:
-        report.unlink()
+    assert report.parent == tmp_path
+    assert "Traceback" in report.read_text() and "no such key" in report.read_text()
 
 
-def test_argparses_own_usage_error_prints_the_arguments_terminal_safe():
+def test_argparses_own_usage_error_prints_the_arguments_terminal_safe(tmp_path):
     """argparse writes "unrecognized arguments: ..." itself; a fuzzed ESC once
     reached the terminal raw this way (fresh clone of 00dfbf0, test_cli_fuzz[report])."""
-    proc = run_cli("report", "--runs", "r", "--json", "j", "--html", "h", "--table", "t", "--csv", "c", "a\x1bb")
+    args = ("--runs", "r", "--json", "j", "--html", "h", "--table", "t", "--csv", "c", "a\x1bb")  # relative: in tmp_path, were any written
+    proc = run_cli("report", *args, cwd=tmp_path)
     assert proc.returncode == 2 and "\x1b" not in proc.stderr, proc.stderr
     assert proc.stderr.splitlines()[-1] == "dawnpipe report: error: unrecognized arguments: a\\x1bb"
 

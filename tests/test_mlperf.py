@@ -16,6 +16,7 @@ import random
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -86,8 +87,11 @@ def submission(root: Path, benchmark: str, runs: list[dict], *, submitter="Sub",
     return root / submitter
 
 
-def score(*paths, ruleset="4.0.0", expect_rc=None, extra=()):
-    out = Path(paths[0]).parent / "score.json"
+def score(tmp: Path, *paths, ruleset="4.0.0", expect_rc=None, extra=()):
+    """``dawnpipe mlperf score PATHS --json``, the JSON written under the test's
+    own ``tmp`` (a folder of its own for each call), never beside the folders
+    scored: the shared results are read-only and shared by every worker."""
+    out = Path(tempfile.mkdtemp(dir=tmp)) / "score.json"
     proc = run_cli("mlperf", "score", *map(str, paths), "--ruleset", ruleset, "--json", str(out), *extra)
     assert "Traceback" not in proc.stderr, proc.stderr
     if expect_rc is not None:
@@ -119,9 +123,16 @@ def official_score(frame: pd.DataFrame, benchmark: str) -> float | None:
     return float(frame[benchmark].iloc[0])
 
 
+def listing(root: Path) -> list[tuple[str, int]]:
+    return sorted((str(p.relative_to(root)), p.stat().st_mtime_ns) for p in root.rglob("*"))
+
+
 def test_every_shared_result_scores_as_the_official_summarizer(tmp_path):
-    """Each real folder: dawnpipe's score equals the summarizer's to the last bit; all clean (exit 0)."""
-    proc, doc = score(mlperf_dir(), expect_rc=0)
+    """Each real folder: dawnpipe's score equals the summarizer's to the last bit; all clean (exit 0).
+    Scoring writes nothing into the folders it scores, nor beside them (docs/mlperf.md)."""
+    before = listing(mlperf_dir().parent)
+    proc, doc = score(tmp_path, mlperf_dir(), expect_rc=0)
+    assert listing(mlperf_dir().parent) == before
     results = {(r["submitter"], r["benchmark"]): r for r in doc["results"]}
     assert len(results) == 4
     for submitter in sorted(p for p in mlperf_dir().iterdir() if p.is_dir()):
@@ -146,7 +157,7 @@ def test_the_terminal_shows_every_run(tmp_path):
     """Each run's minutes (run_stop - run_start, read here from the log's own
     records), its run_stop status and verdicts, under its result's row."""
     folder = submission(tmp_path, "resnet", [{"minutes": m} for m in (30, 31.5, 32, 33)] + [{"minutes": 29, "status": "aborted", "below_target": True}])
-    proc, _ = score(folder, expect_rc=0)
+    proc, _ = score(tmp_path, folder, expect_rc=0)
     rows = proc.stdout.splitlines()
     at = next(i for i, line in enumerate(rows) if line.startswith("warning  Sub/sys1/resnet "))
     for i in range(5):
@@ -169,7 +180,7 @@ def test_hand_computed_scores_and_the_summarizer_agree(tmp_path):
     forty = submission(tmp_path / "c", "unet3d", [{"minutes": m} for m in range(1, 41)], scaling=1.5)
     three_failed = submission(tmp_path / "d", "unet3d", [{"minutes": m} for m in range(1, 38)] + [{"minutes": 0.5, "below_target": True}] * 3)
 
-    _, doc = score(mixed, expect_rc=0)
+    _, doc = score(tmp_path, mixed, expect_rc=0)
     (r,) = doc["results"]
     assert r["score_minutes"] == pytest.approx((31 + 32 + 35) / 3, rel=1e-12)  # the aborted run counts as the slowest: 30 and it dropped
     aborted = r["runs"][4]
@@ -177,7 +188,7 @@ def test_hand_computed_scores_and_the_summarizer_agree(tmp_path):
     assert any("eval_accuracy" in m for m in aborted["messages"])
     assert [run["minutes"] for run in r["runs"][:4]] == pytest.approx([30, 31, 32, 35])
 
-    proc, doc = score(failing, expect_rc=1)
+    proc, doc = score(tmp_path, failing, expect_rc=1)
     (r,) = doc["results"]
     assert r["score_minutes"] is None and r["reason"] == "2 of 5 runs failed the compliance check; at most 1 may be dropped"
     assert r["runs"][3]["status"] is None and any("run_stop" in m for m in r["runs"][3]["messages"])
@@ -186,7 +197,7 @@ def test_hand_computed_scores_and_the_summarizer_agree(tmp_path):
     assert r["rcp"]["epochs"]["result_3.txt"] is None and r["rcp"]["epochs"]["result_4.txt"] is not None
     assert "no score: 2 of 5 runs failed" in proc.stdout
 
-    _, doc = score(forty)
+    _, doc = score(tmp_path, forty)
     (r,) = doc["results"]
     assert r["score_minutes"] == pytest.approx(sum(range(5, 37)) / 32 * 1.5, rel=1e-12)  # four dropped at each end, times scaling.json
     assert r["scaling_factor"] == 1.5 and r["runs_required"] == 40
@@ -195,14 +206,14 @@ def test_hand_computed_scores_and_the_summarizer_agree(tmp_path):
     assert r["rcp"]["verdict"] == "pass" and implied == pytest.approx(r["rcp"]["reference_mean"] / r["rcp"]["mean"])
     assert f"scaling.json says 1.5, but the convergence check implies a factor of {implied!r}" in r["errors"]
 
-    _, doc = score(three_failed, expect_rc=1)
+    _, doc = score(tmp_path, three_failed, expect_rc=1)
     (r,) = doc["results"]
     assert [e for e in r["errors"] if e.startswith("there is no scaling.json, but the convergence check implies")]
     minutes = sorted(range(1, 38))
     assert r["score_minutes"] == pytest.approx(sum(minutes[4:36]) / 32, rel=1e-12)  # three failures fill three of the four slow drops
 
     for folder, benchmark in ((mixed, "resnet"), (failing, "resnet"), (forty, "unet3d"), (three_failed, "unet3d")):
-        _, doc = score(folder)
+        _, doc = score(tmp_path, folder)
         assert doc["results"][0]["score_minutes"] == official_score(summarizer(folder, tmp_path / folder.parent.name), benchmark)
 
 
@@ -213,7 +224,7 @@ def test_scaling_written_by_the_rcp_checker_itself_is_accepted(tmp_path):
     bench = folder / "results" / "sys1" / "unet3d"
     rcp_checker.check_directory(str(bench), "training", "4.0.0", False, False, rcp_pass="pruned_rcps", set_scaling=True)
     assert (bench / "scaling.json").exists()
-    _, doc = score(folder, expect_rc=0)
+    _, doc = score(tmp_path, folder, expect_rc=0)
     assert doc["results"][0]["errors"] == [] and doc["results"][0]["scaling_factor"] > 1.0
 
 
@@ -221,7 +232,7 @@ def test_a_scaling_factor_beyond_what_a_float_holds_is_an_error(tmp_path):
     folder = submission(tmp_path, "resnet", [{"minutes": m} for m in (30, 31, 32, 33, 34)])
     scaling = folder / "results" / "sys1" / "resnet" / "scaling.json"
     scaling.write_text('{"scaling_factor": 1' + "0" * 400 + "}")
-    _, doc = score(folder, expect_rc=1)
+    _, doc = score(tmp_path, folder, expect_rc=1)
     (r,) = doc["results"]
     assert r["score_minutes"] is None and r["reason"] == "scaling.json cannot be read"
     assert f"{scaling}: field 'scaling_factor': a whole number beyond 64 bits (1000000000...); not read" in r["errors"]
@@ -233,7 +244,7 @@ def test_a_scaling_json_linked_to_nothing_is_read_as_absent_and_named(tmp_path):
     folder = submission(tmp_path, "resnet", [{"minutes": m} for m in (30, 31, 32, 33, 34)])
     scaling = folder / "results" / "sys1" / "resnet" / "scaling.json"
     scaling.symlink_to(tmp_path / "gone.json")
-    _, doc = score(folder)
+    _, doc = score(tmp_path, folder)
     (r,) = doc["results"]
     assert r["scaling_factor"] == 1.0 and r["score_minutes"] == pytest.approx(32.0, rel=1e-12)  # 30 and 34 dropped
     assert (
@@ -245,7 +256,7 @@ def test_a_scaling_json_linked_to_nothing_is_read_as_absent_and_named(tmp_path):
 def test_too_few_runs_and_a_missing_system_description_are_errors(tmp_path):
     folder = submission(tmp_path, "resnet", [{"minutes": m} for m in (30, 31, 32)])
     (folder / "systems" / "sys1.json").unlink()
-    proc, doc = score(folder / "results" / "sys1" / "resnet", expect_rc=1)  # one benchmark folder as PATH
+    proc, doc = score(tmp_path, folder / "results" / "sys1" / "resnet", expect_rc=1)  # one benchmark folder as PATH
     errors = doc["results"][0]["errors"]
     assert any("3 runs; the rules require 5" in e for e in errors)
     assert any("sys1.json: no system description" in e for e in errors)
@@ -258,20 +269,20 @@ def test_a_failed_convergence_check_and_its_bypass(tmp_path):
     it is not read, and dawnpipe says so)."""
     folder = submission(tmp_path, "unet3d", [{"minutes": m, "epochs": 100_000} for m in range(1, 41)])
     bench = folder / "results" / "sys1" / "unet3d"
-    _, doc = score(folder, expect_rc=1)
+    _, doc = score(tmp_path, folder, expect_rc=1)
     rcp = doc["results"][0]["rcp"]
     assert rcp["verdict"] == "fail" and rcp["message"] == "RCP found" and rcp["mean"] == 100_000 < rcp["min_allowed"]
     assert doc["results"][0]["score_minutes"] == pytest.approx(20.5)  # the summarizer's score does not depend on the RCP check
     # a batch size below every reference's: no reference to compare with (an error too)
-    _, doc = score(submission(tmp_path / "r", "resnet", [{"minutes": m} for m in (30, 31, 32, 33, 34)]))
+    _, doc = score(tmp_path, submission(tmp_path / "r", "resnet", [{"minutes": m} for m in (30, 31, 32, 33, 34)]))
     assert doc["results"][0]["rcp"]["verdict"] == "pass"  # slower than the smallest batch size's reference: allowed
-    _, doc = score(submission(tmp_path / "r2", "resnet", [{"minutes": m, "epochs": 20} for m in (30, 31, 32, 33, 34)]), expect_rc=1)
+    _, doc = score(tmp_path, submission(tmp_path / "r2", "resnet", [{"minutes": m, "epochs": 20} for m in (30, 31, 32, 33, 34)]), expect_rc=1)
     assert doc["results"][0]["rcp"]["verdict"] == "no reference" and "Missing RCP" in doc["results"][0]["rcp"]["message"]
     (bench / "package_checker_params").write_text("rcp-bypass\n")
-    _, doc = score(folder, expect_rc=1)
+    _, doc = score(tmp_path, folder, expect_rc=1)
     assert any("followed by a newline is not read" in w for w in doc["results"][0]["warnings"])
     (bench / "package_checker_params").write_text("rcp-bypass")
-    _, doc = score(folder, expect_rc=0)
+    _, doc = score(tmp_path, folder, expect_rc=0)
     assert doc["results"][0]["rcp"]["verdict"] == "bypassed" and any("bypassed by package_checker_params" in w for w in doc["results"][0]["warnings"])
 
 
@@ -317,7 +328,7 @@ BINARY_LINE = BINARY[: BINARY.index(b":::MLLOG")].count(b"\n") + 1
 )
 def test_a_hostile_log_is_one_dropped_run_with_its_reason(tmp_path, name, data, message):
     folder = hostile(tmp_path, name, data)
-    proc, doc = score(folder)
+    proc, doc = score(tmp_path, folder)
     (r,) = doc["results"]
     bad = r["runs"][4]
     assert not bad["compliant"] and any(message in m for m in bad["messages"]), bad["messages"]
@@ -334,7 +345,7 @@ def test_a_line_that_does_not_parse_is_named_by_its_line_in_the_file(tmp_path):
     lines.insert(10, "0: " + TOKEN + '{"broken": \n')
     lines.insert(20, TOKEN + '{"namespace": "", "time_ms": "1.2.3", "key": "x", "value": 1, "metadata": {}}\n')
     log.write_text("".join(lines), encoding="latin-1")
-    _, doc = score(folder)
+    _, doc = score(tmp_path, folder)
     messages = doc["results"][0]["runs"][4]["messages"]
     assert [m.split(":")[0] for m in messages[:2]] == ["line 11", "line 21"], messages
     assert messages[0].endswith(TOKEN + '{"broken":') and "could not convert string to float: '1.2.3'" in messages[1]
@@ -369,7 +380,7 @@ def test_an_mllog_line_the_parser_cannot_take_is_one_dropped_run_naming_the_line
     text = log.read_text(encoding="latin-1")
     log.write_text(text + TOKEN + line + "\n", encoding="latin-1")
     number = text.count("\n") + 1
-    proc, doc = score(folder, expect_rc=1)
+    proc, doc = score(tmp_path, folder, expect_rc=1)
     (r,) = doc["results"]
     assert r["rcp"]["verdict"] == "not checked" and "convergence (RCP) check not run: result_4.txt not given to mlperf-logging" in r["errors"]
     bad = r["runs"][4]
@@ -384,7 +395,7 @@ def test_a_run_stop_at_an_infinite_time_is_dropped_not_scored(tmp_path):
     folder = submission(tmp_path, "resnet", [{"minutes": m} for m in (30, 31, 32, 33)] + [{"minutes": math.inf}])
     log = folder / "results" / "sys1" / "resnet" / "result_4.txt"
     (number,) = [n for n, line in enumerate(log.read_text(encoding="latin-1").splitlines(), 1) if '"key": "run_stop"' in line]
-    proc, doc = score(folder, expect_rc=1)
+    proc, doc = score(tmp_path, folder, expect_rc=1)
     (r,) = doc["results"]
     assert r["runs"][4]["minutes"] is None and r["runs"][4]["messages"][0].startswith(f"line {number}: 'time_ms' is not a finite number")
     assert r["score_minutes"] == pytest.approx((31 + 32 + 33) / 3)  # the dropped run counts as the slowest
@@ -439,7 +450,7 @@ def test_a_log_the_rcp_checker_cannot_read_is_named(tmp_path, key, change, says)
             line = TOKEN + json.dumps(json.loads(line.split(TOKEN, 1)[1]) | change) + "\n"
         lines.append(line)
     log.write_text("".join(lines), encoding="latin-1")
-    _, doc = score(folder, expect_rc=1)
+    _, doc = score(tmp_path, folder, expect_rc=1)
     (r,) = doc["results"]
     assert r["rcp"]["verdict"] == "error" and r["rcp"]["message"].startswith(f"result_4.txt: {says}"), r["rcp"]
     assert f"convergence (RCP) check failed: result_4.txt: {says}" in " ".join(r["errors"])
@@ -456,7 +467,7 @@ def test_a_result_file_that_cannot_be_read_is_one_dropped_run(tmp_path):
     other = submission(tmp_path / "o", "resnet", [{"minutes": m} for m in (30, 31, 32, 33)])
     os.mkfifo(other / "results" / "sys1" / "resnet" / "result_4.txt")
     (other / "results" / "sys1" / "resnet" / "result_5.txt").symlink_to("/dev/zero")
-    _, doc = score(folder, other, expect_rc=1)
+    _, doc = score(tmp_path, folder, other, expect_rc=1)
     first, second = doc["results"]
     assert first["runs"][4]["messages"] == ["cannot be read: No such file or directory"] and first["score_minutes"] == pytest.approx(32.0)
     assert [r["messages"] for r in second["runs"][4:]] == [["not a regular file"], ["not a regular file"]]
@@ -468,7 +479,7 @@ def test_a_100_mb_log_is_not_read(tmp_path):
     huge = folder / "results" / "sys1" / "resnet" / "result_4.txt"
     with open(huge, "wb") as f:
         f.truncate(100 << 20)  # 100 MB of zeros (sparse): refused by its size before anything reads it
-    proc, doc = score(folder, expect_rc=1)
+    proc, doc = score(tmp_path, folder, expect_rc=1)
     (r,) = doc["results"]
     assert r["runs"][4]["messages"] == ["104,857,600 bytes, over the 33,554,432-byte cap (--max-bytes); not read"]
     assert r["rcp"]["verdict"] == "not checked" and r["score_minutes"] == pytest.approx(32.0)
@@ -476,7 +487,7 @@ def test_a_100_mb_log_is_not_read(tmp_path):
 
 def test_markup_and_control_characters_in_a_system_name_are_escaped(tmp_path):
     folder = submission(tmp_path, "resnet", [{"minutes": m} for m in (30, 31, 32, 33, 34)], desc_change={"system_name": "<script>alert(1)</script>\x1b[2J"})
-    proc, doc = score(folder, expect_rc=0)
+    proc, doc = score(tmp_path, folder, expect_rc=0)
     assert "\x1b" not in proc.stdout
     out = tmp_path / "lb"
     run_cli("leaderboard", "--mlperf", str(folder), "--json", str(out / "b.json"), "--html", str(out / "b.html"), check=True)
@@ -514,7 +525,7 @@ def test_a_log_naming_a_rules_file_outside_the_package_is_not_checked(tmp_path):
     assert marker.exists()  # the package alone runs the submission's file
     marker.unlink()
 
-    proc, doc = score(folder)
+    proc, doc = score(tmp_path, folder)
     assert not marker.exists()
     bad = doc["results"][0]["runs"][4]
     (number,) = [n for n, line in enumerate(log.read_text(encoding="latin-1").splitlines(), 1) if '"submission_division"' in line]

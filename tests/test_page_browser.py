@@ -7,11 +7,14 @@ the pointer and hide a series from its legend, sort and filter its tables;
 a page of 1,000 runs too. How fast it does so is measured by
 bench/page_load.py, not here: a test's clock on shared cores measures the
 neighbours (its waits are hang guards of a minute, never a claim). A
-screenshot of the page of the real test workflow is kept in test-artifacts/
-(git-ignored); DAWNPIPE_SCREENSHOT=<path> also saves the top of that page,
-one window of it, as the docs show it (docs/images/leaderboard.png):
+full-page screenshot of the real test workflow's page and of a study's page
+goes to the test's temporary directory, or is kept in
+DAWNPIPE_TEST_ARTIFACTS=<dir> (test-artifacts/ is git-ignored for that);
+DAWNPIPE_SCREENSHOT=<path> also saves the top of the workflow's page, one
+window of it, as the docs show it (docs/images/leaderboard.png):
 
     DAWNPIPE_SCREENSHOT=docs/images/leaderboard.png python -m pytest tests/test_page_browser.py -k real_run
+    DAWNPIPE_TEST_ARTIFACTS=test-artifacts python -m pytest tests/test_page_browser.py
 """
 
 from __future__ import annotations
@@ -27,7 +30,12 @@ from pages import CHARTS_IN_WINDOW, CHARTS_IN_WINDOW_DRAWN, chromium_path, launc
 
 from dawnpipe.errors import DawnpipeError
 
-ARTIFACTS = ROOT / "test-artifacts"
+
+def artifacts(tmp_path: Path) -> Path:
+    """Where a test's screenshots go: DAWNPIPE_TEST_ARTIFACTS when set (to keep them), else its temporary directory."""
+    where = Path(os.environ.get("DAWNPIPE_TEST_ARTIFACTS") or tmp_path)
+    where.mkdir(parents=True, exist_ok=True)
+    return where
 
 
 class OpenPage:
@@ -150,7 +158,7 @@ def draw_every_chart(page) -> list[dict]:
 
 
 @pytest.mark.slow
-def test_the_page_of_a_real_run_works_in_a_real_browser(test_workflow):
+def test_the_page_of_a_real_run_works_in_a_real_browser(test_workflow, tmp_path):
     page_file = test_workflow / "results/leaderboard.html"
     browser = OpenPage(page_file)
     try:
@@ -212,8 +220,7 @@ def test_the_page_of_a_real_run_works_in_a_real_browser(test_workflow):
         # a rounded value keeps its exact value one hover away
         assert page.locator("section table.sortable tbody td[title]").count() > 0
 
-        ARTIFACTS.mkdir(exist_ok=True)
-        page.screenshot(path=str(ARTIFACTS / "leaderboard.png"), full_page=True)
+        page.screenshot(path=str(artifacts(tmp_path) / "leaderboard.png"), full_page=True)
         assert browser.errors == [] and browser.outside == []
     finally:
         browser.close()
@@ -290,8 +297,7 @@ def test_a_scaling_study_page_draws_its_figures(tmp_path):
         assert len(charts) == 4  # accuracy, training loss, speed-ups, cost against time
         speedups = page.locator('div.chart[aria-label*="Speed-up per epoch"]')
         assert "4 processes (base+procs=4)" in hover_label(page, speedups, speedups.locator(".scatterlayer .trace path.point").last)
-        ARTIFACTS.mkdir(exist_ok=True)
-        page.screenshot(path=str(ARTIFACTS / "study-scaling.png"), full_page=True)
+        page.screenshot(path=str(artifacts(tmp_path) / "study-scaling.png"), full_page=True)
         assert browser.errors == [] and browser.outside == []
     finally:
         browser.close()
