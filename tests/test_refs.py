@@ -121,14 +121,17 @@ def test_the_command_names_each_broken_reference_and_fails(tmp_path):
     assert (proc.returncode, proc.stdout) == (0, ""), proc.stdout + proc.stderr
 
 
-def test_a_pending_reference_is_listed_without_failing_and_a_fixed_one_must_leave_the_list():
+def test_a_pending_reference_is_listed_without_failing_and_a_fixed_one_is_named_for_removal():
     one = refs.Broken("src/dawnpipe/a.py", 2, "SPEC.md", "no such file")
     lines: list[str] = []
     assert refs.report([one], {("src/dawnpipe/a.py", "SPEC.md")}, lines.append) == 0
     assert lines == ["src/dawnpipe/a.py:2: SPEC.md: no such file (pending: PENDING in scripts/refs.py)"]
     lines.clear()
-    assert refs.report([], {("src/dawnpipe/a.py", "SPEC.md")}, lines.append) == 1
-    assert "src/dawnpipe/a.py: SPEC.md is no longer broken: remove the entry" in lines[0]
+    assert refs.report([], {("src/dawnpipe/a.py", "SPEC.md")}, lines.append) == 0
+    assert lines == ["scripts/refs.py: PENDING: src/dawnpipe/a.py: SPEC.md is no longer broken: remove the entry"]
+    lines.clear()
+    assert refs.report([one], set(), lines.append) == 1
+    assert lines == ["src/dawnpipe/a.py:2: SPEC.md: no such file", "1 broken reference(s)"]
 
 
 def test_this_repository_has_no_broken_reference():
