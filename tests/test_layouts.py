@@ -15,10 +15,11 @@ from conftest import run_cli
 from vision_data import WNIDS, imagenet_files, write_imagenet_folders
 
 from dawnpipe.data.arrays import save_split
-from dawnpipe.data.layouts import layout_refusal, write_layout
+from dawnpipe.data.layouts import WRITERS, layout_refusal, write_layout
 from dawnpipe.data.loader import load_split
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import write_json
+from dawnpipe.programs.data_layouts import AVAILABLE
 
 
 def prepared(root, task, shape, n_train=300, n_test=120, classes=10, seed=0):
@@ -168,6 +169,7 @@ def test_a_bad_selection_is_one_line_and_writes_nothing(tmp_path):
     assert layout_refusal("npz", "imagenet").startswith("the npz layout of imagenet cannot be given: keras.datasets has no ImageNet")
     assert layout_refusal("torchvision", "squad") == "no torchvision layout for task squad (it exists for fashion-mnist, imagenet)"
     assert layout_refusal("tfds", "cifar10") == "no data layout 'tfds' (known: torchvision, npz)"
+    assert set(WRITERS) == AVAILABLE  # what the entry check accepts is what can be written
     assert os.listdir(tmp_path) == ["fmnist"]  # no layout, no temporary left behind
 
 

@@ -35,7 +35,8 @@ The layouts:
   uint8 ``[N, 1]``); plain arrays, read with ``numpy.load(path,
   allow_pickle=False)``.
 
-Refused, with the reason (``layout_refusal``):
+Refused, with the reason (``layout_refusal``, from
+``dawnpipe.programs.data_layouts``, which the entry check reads too):
 
 - ``torchvision`` of ``cifar10``: torchvision's ``CIFAR10`` compares the MD5
   of each of its six files (``data_batch_1``..``5``, ``test_batch``) with the
@@ -66,8 +67,10 @@ import numpy as np
 from dawnpipe.data.loader import ShardedArray, load_split
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import read_json
+from dawnpipe.programs.data_layouts import KINDS, layout_refusal
 
-KINDS = ("torchvision", "npz")
+__all__ = ["KINDS", "layout_refusal", "write_layout"]  # the refusal is the entry check's too (dawnpipe.programs.data_layouts)
+
 IDX_FILES = {  # split -> (images, labels), as torchvision's MNIST classes name them in raw/
     "train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
     "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"),
@@ -75,31 +78,6 @@ IDX_FILES = {  # split -> (images, labels), as torchvision's MNIST classes name 
 NPZ_NAMES = {"fashion-mnist": "fashion_mnist.npz", "cifar10": "cifar10.npz"}  # keras.datasets' names
 IMAGENET_FOLDERS = {"train": "train", "test": "val"}  # "test" is ILSVRC2012 validation
 PNG_CHUNK = 256  # items read from the shards at a time
-
-REFUSED = {
-    ("torchvision", "cifar10"): (
-        "torchvision's CIFAR10 checks the MD5 of each of its six files against the official release before reading any, "
-        "also with download=False, so files holding only the items a program is given (the test split always lacks the items "
-        "dawnpipe keeps back) are refused with 'Dataset not found or corrupted'; give the program {npz} (Keras' layout) or {data}"
-    ),
-    ("npz", "imagenet"): (
-        "keras.datasets has no ImageNet and 1.28 million images are not one in-memory array; "
-        "give the program {torchvision} (train/ and val/ class folders) or {data}"
-    ),
-}
-
-
-def layout_refusal(kind: str, task: str) -> str | None:
-    """Why layout ``kind`` cannot be given for ``task`` (one line), or None
-    when it can: for checking an entry's placeholders before anything runs."""
-    if kind not in KINDS:
-        return f"no data layout {kind!r} (known: {', '.join(KINDS)})"
-    if (kind, task) in REFUSED:
-        return f"the {kind} layout of {task} cannot be given: {REFUSED[(kind, task)]}"
-    if (kind, task) not in WRITERS:
-        tasks = sorted(t for k, t in WRITERS if k == kind)
-        return f"no {kind} layout for task {task} (it exists for {', '.join(tasks)})"
-    return None
 
 
 def write_layout(
