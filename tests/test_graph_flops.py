@@ -333,3 +333,10 @@ def test_the_page_labels_a_program_runs_utilization(tmp_path):
     (row,) = telemetry_sections.energy_rows([{"run": run, "utilization": util}])
     assert row["flops_estimated"] and row["achieved_tflops"] == util["estimate"]["achieved_tflops"]
     assert telemetry_sections.roofline_by_device([{"run": run, "utilization": util}])[0]["chart"]  # no point (no intensity), still a chart
+
+
+def test_a_model_file_that_is_no_graph_says_why():
+    weights = models.ModelFile(1, "pt", files={"epoch1.pt": b"weights"}, source="epoch1.pt")
+    assert graph_flops.count_model(weights)["reason"] == "a pt model: only an ONNX graph or a SavedModel's serving function is counted"
+    empty = models.ModelFile(1, models.SAVEDMODEL, files={"variables/variables.index": b""}, source="epoch1.savedmodel")
+    assert graph_flops.count_model(empty) == {"counted": False, "method": graph_flops.METHOD, "reason": "no saved_model.pb: not a TensorFlow SavedModel"}

@@ -124,9 +124,13 @@ def count_savedmodel(model, item_shape: Iterable[int] | None = None) -> dict[str
 
 def count_model(model, item_shape: Iterable[int] | None = None) -> dict[str, Any]:
     """The record of a program's model file (``dawnpipe.programs.models.ModelFile``), either format."""
-    from dawnpipe.programs.models import ONNX
+    from dawnpipe.programs.models import ONNX, SAVEDMODEL
 
-    return count_onnx(model.onnx, item_shape) if model.format == ONNX else count_savedmodel(model, item_shape)
+    if model.format == ONNX:
+        return count_onnx(model.onnx, item_shape)
+    if model.format == SAVEDMODEL:
+        return count_savedmodel(model, item_shape)
+    return {"counted": False, "method": METHOD, "reason": f"a {model.format} model: only an ONNX graph or a SavedModel's serving function is counted"}
 
 
 def _shape(item_shape: Iterable[int] | None) -> Shape | None:
@@ -427,7 +431,12 @@ def _savedmodel_counts(model, item_shape: Shape | None) -> dict[str, Any]:
         from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
     except ModuleNotFoundError:
         raise NotCounted("TensorFlow is not installed in this environment; a SavedModel's graph is read with it") from None
-    models.check_savedmodel_ops(model)  # refused before TensorFlow loads anything of it
+    if "saved_model.pb" not in (model.files or {}):
+        raise NotCounted("no saved_model.pb: not a TensorFlow SavedModel")
+    try:
+        models.check_savedmodel_ops(model)  # refused before TensorFlow loads anything of it
+    except DawnpipeError as e:
+        raise NotCounted(str(e)) from None
     with models.savedmodel_dir(model) as root:
         try:
             loaded = tf.saved_model.load(str(root))  # kept referenced: its variables are read while freezing
