@@ -9,8 +9,10 @@ rests on, so that docs/studies.md's tables are generated, never typed.
 Without --record it prints what it would record, one line per variant. The
 record keeps the study's claim, design, seeds and ladder, and per variant
 every figure of the study JSON (median time to each rung, speed-up, seeds
-reaching, epochs, final and held-out accuracy, items/s, seconds per epoch);
-per run, the facts of its run.json (results/runs/<entry>/seed<k>/run.json):
+reaching, epochs, final and held-out accuracy, items/s, seconds per epoch)
+and the study's checks with their verdicts; per run, every per-seed value a
+check reads (time and epochs to each rung, seconds per epoch, final and
+held-out accuracy) and the facts of its run.json (results/runs/<entry>/seed<k>/run.json):
 git commit and whether the tree was dirty, CPU, platform, Python and
 framework versions, threads, start and end. The commits and machines of all
 the runs are summarised, so a study whose runs span several commits or
@@ -126,6 +128,8 @@ def study_record(name: str, results: Path, configfile: str | None = None) -> dic
         "continue_past_threshold",
         "metric",
         "generated",
+        "checks",  # the claim as checks, as the study file stated them when it ran
+        "verdicts",  # their verdicts, by the rule of dawnpipe.verdict (scripts/docs.py computes them again from the runs)
     )
     return {
         **{k: summary.get(k) for k in keep},
@@ -145,6 +149,9 @@ def describe(record: dict[str, Any]) -> list[str]:
         shown = f"{median * 3600:.1f} s" if median is not None else "did not reach"
         speedup = f"{v['speedup'][top]:.2f}x" if v["speedup"][top] is not None else "-"
         lines.append(f"  {v['id']}: median to {top}: {shown}, speed-up {speedup}, reached {v['reached_fraction'][top]:.0%}")
+    from dawnpipe.studies.checks import line
+
+    lines += [f"  {line(result)}" for result in record.get("verdicts") or ()]
     commits = ", ".join(f"{(c['commit'] or 'unknown')[:7]}{' (dirty)' if c['dirty'] else ''} x{c['runs']}" for c in record["runs"]["commits"])
     lines.append(f"  runs at commits: {commits}")
     return lines

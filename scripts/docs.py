@@ -268,6 +268,7 @@ def render_study(r: dict[str, Any], link: str) -> list[str]:
     file_seeds = f" (in place of the study file's {', '.join(str(x) for x in s['study_file_seeds'])})" if s.get("study_file_seeds") else ""
     missing = f" {runs['runs_without_run_json']} runs had no run.json." if runs.get("runs_without_run_json") else ""
     made = f"`{s['made_by']}`" if s.get("made_by") else "the study stage"
+    verdicts = study_verdicts(s)
     return [
         f"Runs made by {made}, between {runs['first_started']} and {runs['last_finished']}, at {commits}; on {machines}.{missing} "
         f"Summarised by the study stage ({s['generated']}) and recorded by `{r['command']}` on {r['date']} at {commit_text(r.get('commit'), r.get('dirty'))} (record: [{link}]({link})).",
@@ -276,7 +277,51 @@ def render_study(r: dict[str, Any], link: str) -> list[str]:
         f"counting as infinitely slow; speed-up: the base's median over the variant's.",
         "",
         *table(header, rows),
+        "",
+        *verdicts,
     ]
+
+
+def study_checks(s: dict[str, Any], root: Path = ROOT) -> tuple[list[dict[str, Any]], str]:
+    """A study record's checks: its own, or (a record made before studies
+    had checks) the study file's of today, said so; and where they came from."""
+    _src_on_path(root)
+    from dawnpipe.fileio import read_yaml
+    from dawnpipe.studies.checks import parse_checks
+
+    if s.get("checks") is not None:
+        return s["checks"], "the record's"
+    path = root / "config" / "studies" / f"{s['study']}.yaml"
+    doc = read_yaml(path) if path.is_file() else {}
+    ids = [v["id"] for v in s["variants"]]
+    return parse_checks(
+        doc.get("checks"), ids, s["base"], s["ladder"], str(path.relative_to(root))
+    ), f"`config/studies/{s['study']}.yaml`'s (the record has none)"
+
+
+def study_verdicts(s: dict[str, Any], root: Path = ROOT) -> list[str]:
+    """The verdict line of a study record: every check decided again from
+    the record's per-run values by dawnpipe.verdict's rule (docs/rules.md),
+    never copied from prose or from the record's own verdicts."""
+    from dawnpipe.studies.checks import evaluate_all, line
+
+    checks, whose = study_checks(s, root)
+    if not checks:
+        return ["**Verdict**: none computed: the study states its claim in words only (no `checks:`)."]
+    results = evaluate_all(checks, s["variants"])
+    counts = {k: sum(r["verdict"] == k for r in results) for k in ("reproduced", "not reproduced", "inconclusive")}
+    summary = ", ".join(f"{n} {k}" for k, n in counts.items() if n)
+    return [
+        f"**Verdict** ({summary}), each of {whose} checks decided from the runs above by the rule of "
+        "[rules.md](rules.md#verdicts-over-seeds) (90% intervals; a seed that never reached a rung counts as infinitely slow):",
+        "",
+        *(f"- {line(r, markdown=True)}" for r in results),
+    ]
+
+
+def _src_on_path(root: Path = ROOT) -> None:
+    if str(root / "src") not in sys.path:
+        sys.path.insert(0, str(root / "src"))
 
 
 def render_program_overhead(r: dict[str, Any]) -> list[str]:

@@ -133,6 +133,10 @@ def test_the_tiny_study_end_to_end(tmp_path):
         price = json.loads((project / f"results/runs/{ran}/seed0/time_to_accuracy.json").read_text())["usd_per_hour"]
         assert price and v["median_cost_to_accuracy_usd"]["70.0"] == pytest.approx(medians[v["id"]] * price, rel=1e-6)
     assert doc["figure"] == "batch-size"  # three batch sizes
+    # its one check on two seeds a variant: inconclusive by the rule, whatever the runs did
+    (verdict,) = doc["verdicts"]
+    assert verdict["verdict"] == "inconclusive" and verdict["seeds"] == [2, 2] and verdict["low"] is None
+    assert verdict["reason"] == "2 against 2 seeds: no interval (the fewest is 3 against as many)"
     # test-threads varies threads and the layout: the scaling figure, drawn from its real runs
     threads_doc = json.loads((project / "results/studies/test-threads.json").read_text())
     threads_page = (project / "results/studies/test-threads.html").read_text()
@@ -140,6 +144,8 @@ def test_the_tiny_study_end_to_end(tmp_path):
     assert all(v["median_seconds_per_epoch"] and v["epoch_speedup"] for v in threads_doc["variants"])
     html = (project / "results/studies/test-batch.html").read_text()
     assert "smoke-fastnet+batch=128" in html and 'class="chart-data"' in html and "run once" in html
+    assert '<tr class="verdict inconclusive"><td>batch 128 gives more items per second' in html
+    assert "states its claim in words only" in threads_page  # test-threads has no checks
     # curves: test-threads' variant run as test-batch's batch=128 has its own on its own page (accuracy and
     # loss); test-batch's batch=64, the base's recipe, is drawn once, as the base
     threads_curves = [{t["name"] for t in spec["data"]} for spec in chart_specs(threads_page)[:2]]
@@ -174,6 +180,7 @@ def test_the_tiny_study_end_to_end(tmp_path):
     section = section[: section.index("</table>")]
     best = max(doc["variants"][1:], key=lambda v: v["speedup"]["70.0"])
     assert 'href="studies/test-batch.html"' in section and f"{best['speedup']['70.0']:.2f}x" in section
+    assert "<td>1 inconclusive</td>" in section
 
 
 def check_threads_and_processes(project, batch_doc):

@@ -103,6 +103,10 @@ def study_links(paths: list[Path], html: Path) -> list[dict[str, Any]]:
                 "variants": len(doc["variants"]),
                 "top": top,
                 "best": None if best is None else {"id": best["id"], "speedup": best["speedup"][top]},
+                # how many of its checks each verdict (dawnpipe.studies.checks); empty for a study without checks
+                "verdicts": {
+                    k: n for k in ("reproduced", "not reproduced", "inconclusive") if (n := sum(v.get("verdict") == k for v in doc.get("verdicts") or ()))
+                },
                 "href": os.path.relpath(path.with_suffix(".html"), html.parent),
             }
         )

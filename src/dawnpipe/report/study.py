@@ -36,11 +36,18 @@ from dawnpipe.errors import DawnpipeError
 HTML = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>dawnpipe study {{ s.study }}</title>
 <style>body{font-family:system-ui,sans-serif;margin:2em;max-width:80em} table{border-collapse:collapse} td,th{border:1px solid #ccc;padding:.25em .5em}
-td.num{text-align:right;font-variant-numeric:tabular-nums} .dnc{color:#a00} .muted{color:#666} .empty{color:#888;font-style:italic}
+td.num{text-align:right;font-variant-numeric:tabular-nums} .dnc{color:#a00} tr.reproduced td:last-child{color:#1a7f37} tr.not-reproduced td:last-child{color:#cf222e} tr.inconclusive td:last-child{color:#9a6700} .muted{color:#666} .empty{color:#888;font-style:italic}
 div.chart{width:100%;max-width:760px;min-height:360px}</style></head><body>
 <h1>Study {{ s.study }}</h1>
 <p>{{ s.description }}</p>
 {% if s.claim %}<p><strong>The paper's claim:</strong> {{ s.claim }}</p>{% endif %}
+{% if s.get("verdicts") %}<h2 id="verdicts">Verdicts</h2>
+<p class="muted">Each check of the study file, decided from the seeds below by one rule (docs/rules.md, "Verdicts over seeds"): for a time, epochs, seconds per epoch or cost the effect is the comparison's value over the variant's (above 1x: the variant's is lower), for an accuracy or a gap the variant's minus the comparison's; the estimate is the median of the pairwise effects of all their seeds and the interval the exact one of the Mann-Whitney statistic (90% or more); a seed that never reached a rung counts as infinitely slow. Reproduced: the whole interval beyond the claimed bound; not reproduced: none of it; inconclusive: the seeds' spread covers both, or there is no interval.</p>
+<table id="verdict-table"><tr><th>Claim</th><th>Compared</th><th>Claimed</th><th>Estimate</th><th>Interval</th><th>Seeds</th><th>Verdict</th></tr>
+{% for c in s.verdicts %}{% set cell = verdict_cells(c) %}<tr class="verdict {{ c.verdict | replace(" ", "-") }}"><td>{{ c.claim }}</td><td>{{ verdict_compared(c) }}</td><td>{{ verdict_claimed(c) }}</td>
+<td class="num">{{ cell.estimate }}</td><td class="num">{{ cell.interval }}</td><td class="num">{{ cell.seeds }}</td><td><strong>{{ c.verdict }}</strong>{% if c.reason %}<br><span class="muted">{{ c.reason }}</span>{% endif %}</td></tr>
+{% endfor %}</table>
+{% elif "checks" in s %}<p class="muted">The study file states its claim in words only (no <code>checks:</code>): no verdict is computed.</p>{% endif %}
 <p class="muted">Base entry <code>{{ s.base }}</code>, design {{ s.design }}, seeds {{ s.seeds | join(", ") }}{% if s.study_file_seeds %} (the configuration's study_seeds, in place of the study file's {{ s.study_file_seeds | join(", ") }}){% endif %}; runs {{ "continue to their whole budget" if s.continue_past_threshold else "stop at the threshold" }}.
 Medians over seeds; a seed that did not reach a rung counts as infinitely slow (no median when half or more did not). Speed-up: the base's median over the variant's.</p>
 <table><tr><th>Variant</th><th>Overrides</th>{% for t in s.ladder %}<th>Median to {{ t }}</th><th>Speed-up</th><th>Reached</th>{% endfor %}<th>Epochs to {{ s.ladder[-1] }}</th><th>CoV to {{ s.ladder[-1] }}</th><th>Final accuracy (median)</th>{% if held %}<th>Held-out (final)</th><th>Gap</th>{% endif %}<th>Items/s</th><th>s/epoch</th><th>Cost to {{ s.ladder[-1] }}</th></tr>
@@ -219,6 +226,8 @@ def summarize(study, runs_dir: Path, prices: dict[str, dict[str, Any]] | None = 
     for v in variants:
         v["speedup"] = {t: _ratio(base["median_time_to_accuracy_hours"][t], h) for t, h in v["median_time_to_accuracy_hours"].items()}
         v["epoch_speedup"] = _ratio(base["median_seconds_per_epoch"], v["median_seconds_per_epoch"])
+    from dawnpipe.studies.checks import evaluate_all
+
     return {
         "study": study.name,
         "description": study.doc.get("description", ""),
@@ -233,6 +242,9 @@ def summarize(study, runs_dir: Path, prices: dict[str, dict[str, Any]] | None = 
         "continue_past_threshold": study.full_budget,
         "metric": task.metric_label,
         "generated": now_iso(),
+        # the claim as checks, each decided from the runs below by one rule (dawnpipe.verdict)
+        "checks": study.checks,
+        "verdicts": evaluate_all(study.checks, variants),
         "variants": variants,
     }
 
@@ -333,6 +345,7 @@ def render(summary: dict[str, Any], machine: dict[str, Any] | None = None) -> st
 
     from dawnpipe.display import format_hours, format_usd
     from dawnpipe.report.charts import line_chart, time_axis, with_scripts
+    from dawnpipe.studies import checks
 
     drawn = drawn_variants(summary)
     curves = [(f"{v['id']} seed {r['seed']}", r["curve"]["hours"], r["curve"]["metric"], v["id"]) for v in drawn for r in v["runs"]]
@@ -353,6 +366,7 @@ def render(summary: dict[str, Any], machine: dict[str, Any] | None = None) -> st
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
     env.filters["hours"] = format_hours
     env.filters["usd"] = format_usd
+    env.globals.update(verdict_cells=checks.cells, verdict_compared=checks.compared, verdict_claimed=checks.claimed)
     machine = machine or {}
     page = env.from_string(HTML).render(
         s={**summary, "commit": ((machine.get("git") or {}).get("commit") or "")[:12], "machine": machine.get("cpu_model", "")},
@@ -394,4 +408,8 @@ def run(args) -> int:
     from dawnpipe.display import terminal_safe
 
     print(terminal_safe(f"study: {study.name}: {len(summary['variants'])} variants (base included) over seeds {list(study.seeds)}{top} -> {args.html}"))
+    from dawnpipe.studies.checks import line
+
+    for result in summary["verdicts"]:
+        print(terminal_safe(f"  {line(result)}"))
     return 0

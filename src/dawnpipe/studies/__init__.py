@@ -24,6 +24,9 @@ file has to exist anywhere.
 to every variant whose batch size differs from B: the learning rate (and a
 warm-up rate) times batch / B; ``warmup_epochs`` there sets the schedule's
 warm-up length of those variants. Off unless the study asks.
+
+``checks:`` states the claim as comparisons over the study's own results,
+each decided by one statistical rule (dawnpipe.studies.checks, dawnpipe.verdict).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from dawnpipe.entries import config_hash, fill_defaults, load_entry, validate_en
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import read_yaml
 from dawnpipe.schemas import jsonschema_check
+from dawnpipe.studies.checks import parse_checks
 
 SEPARATOR = "#"
 
@@ -63,6 +67,7 @@ class Study:
     variants: list[Variant] = field(default_factory=list)
 
     file_seeds: list[int] | None = None  # the study file's seeds, where use_seeds replaced them
+    checks: list[dict[str, Any]] = field(default_factory=list)  # the claim as checks (dawnpipe.studies.checks), complete
 
     @property
     def seeds(self) -> tuple[int, ...]:
@@ -185,6 +190,7 @@ def load_study(path: str | os.PathLike, entries_dir: str | os.PathLike, same_as:
         if at is None:
             raise DawnpipeError(f"{source}: same_as {vid}={other}: the study has no variant {vid!r}")
         study.variants[at] = dataclasses.replace(study.variants[at], same_as=None if other == vid else other)
+    study.checks = parse_checks(doc.get("checks"), [study.base, *(v.id for v in study.variants)], study.base, study.ladder, source)
     return study
 
 
