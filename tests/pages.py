@@ -113,7 +113,9 @@ def result(directory: Path, entry: str, seed: int, backend: str, cost_ms: float,
     return {**record, "per_item_path": str(path)}
 
 
-def run(entry: str, seed: int, tta_hours: float | None, latencies: list[dict], threshold: float = 90.0, demo: bool = True) -> dict:
+def run(
+    entry: str, seed: int, tta_hours: float | None, latencies: list[dict], threshold: float = 90.0, demo: bool = True, usd_per_hour: float | None = None
+) -> dict:
     env = {"cpu_model": "test cpu", "threads": 2, "framework": "pytorch", "framework_version": "2", "git": {"commit": None, "dirty": None}}
     info = {
         "entry": entry,
@@ -136,13 +138,34 @@ def run(entry: str, seed: int, tta_hours: float | None, latencies: list[dict], t
         "time_to_accuracy_hours": tta_hours,
         "wall_time_to_accuracy_hours": tta_hours,
         "epochs_to_accuracy": 3 if tta_hours else None,
-        "cost_usd": None,
+        "cost_usd": None if tta_hours is None or usd_per_hour is None else tta_hours * usd_per_hour,
         "best_metric": 91.0,
         "reason": None if tta_hours else "did not converge",
     }
     log = pd.DataFrame({"epoch": [1, 2, 3], "hours": [0.01, 0.02, 0.03], "top1Accuracy": [80.0, 88.0, 91.0]})
     latencies = sorted(latencies, key=lambda r: r["latency_mean_ms"])
     return {"run": info, "tta": tta, "log": log, "latencies": latencies, "latency": headline(latencies)}
+
+
+# Seconds to the threshold of each seed (None: never reached) of entries whose
+# seeds tie and beat each other by the rule of dawnpipe.verdict: A beats C, B
+# ties both; D has one seed; E has no median (2 of 4 never); F has a seed that
+# never reached; G has five seeds; H is slow.
+SEED_SECONDS = {
+    "entry-a": [10.0, 11.0, 12.0],
+    "entry-b": [11.5, 12.5, 13.5],
+    "entry-c": [13.0, 14.0, 15.0],
+    "entry-d": [5.0],
+    "entry-e": [8.0, 9.0, None, None],
+    "entry-f": [9.0, 9.5, None],
+    "entry-g": [9.0, 10.0, 11.0, 12.0, 13.0],
+    "entry-h": [20.0, 21.0, 22.0],
+}
+
+
+def seeds_runs(usd_per_hour: float | None = None) -> list[dict]:
+    """Runs of SEED_SECONDS (tests/test_leaderboard_seeds.py, tests/test_page_browser.py)."""
+    return [run(e, s, None if t is None else t / 3600, [], usd_per_hour=usd_per_hour) for e, times in SEED_SECONDS.items() for s, t in enumerate(times)]
 
 
 def write_page(runs: list[dict], path: Path, config_name: str) -> Path:

@@ -1,5 +1,6 @@
 """Display rules (docs/rules.md#display-rules): whole seconds rounded up,
-cents, four decimals of ms."""
+cents, four decimals of ms; three significant digits where those would hide
+every digit, and a ranked value with its unit."""
 
 import pytest
 
@@ -30,13 +31,34 @@ def test_published_cifar10_hours_show_as_ten_seconds():
     assert format_hours(0.0027) == "0:00:10"  # 9.72 s
 
 
-@pytest.mark.parametrize(("usd", "shown"), [(0.0, "$0.00"), (0.004, "$0.00"), (0.005, "$0.01"), (0.02, "$0.02"), (1234.567, "$1,234.57"), (3.06, "$3.06")])
+@pytest.mark.parametrize(("usd", "shown"), [(0.0, "$0.00"), (0.005, "$0.01"), (0.02, "$0.02"), (1234.567, "$1,234.57"), (3.06, "$3.06")])
 def test_costs_in_dollars_with_two_decimals(usd, shown):
     assert format_usd(usd) == shown
 
 
-@pytest.mark.parametrize(("ms", "shown"), [(0.1345, "0.1345"), (0.13445, "0.1345"), (0.13444, "0.1344"), (12.0, "12.0000"), (0.0, "0.0000")])
+@pytest.mark.parametrize(
+    ("usd", "shown"),
+    [
+        (0.004, "$0.00400"),
+        (0.000412345, "$0.000412"),  # a CPU run's cost: not "$0.00"
+        (0.00041250, "$0.000413"),  # half up
+        (1.23e-6, "$0.00000123"),  # plain decimals, never 1.23E-6
+        (0.0049996, "$0.00500"),
+    ],
+)
+def test_a_cost_under_half_a_cent_shows_three_significant_digits(usd, shown):
+    assert format_usd(usd) == shown
+
+
+@pytest.mark.parametrize(
+    ("ms", "shown"), [(0.1345, "0.1345"), (0.13445, "0.1345"), (0.13444, "0.1344"), (12.0, "12.0000"), (0.0, "0.0000"), (0.0779, "0.0779")]
+)
 def test_latency_in_ms_with_four_decimals(ms, shown):
+    assert format_ms(ms) == shown
+
+
+@pytest.mark.parametrize(("ms", "shown"), [(0.000123456, "0.000123"), (0.0009996, "0.00100"), (0.001, "0.0010")])
+def test_a_latency_under_a_microsecond_shows_three_significant_digits(ms, shown):
     assert format_ms(ms) == shown
 
 
@@ -50,3 +72,5 @@ def test_bad_values_are_refused(bad):
 def test_format_value_by_unit():
     assert format_value(0.0027, "hours") == "0:00:10"
     assert format_value(0.01, "USD per 10,000 items") == "$0.01"
+    assert format_value(0.0779, "ms") == "0.0779 ms"  # a ranked latency says its unit
+    assert format_value(32.0, "minutes") == "32.000 min"

@@ -80,14 +80,11 @@ def test_a_run_and_its_own_export_are_ranked_once(tmp_path):
     out = tmp_path / "lb.json"
     board_of("--submissions", str(export), "--runs", str(results), "--json", str(out), "--html", str(tmp_path / "lb.html"))
     board = json.loads(out.read_text())
+    # our runs: one row per entry (and inference backend) over its seeds, each seed once
     train = table(board, "fashion-mnist", "train_time")["rows"]
-    assert [r["source"] for r in train] == ["runs/fastnet/seed0", "runs/fastnet/seed1"]
+    assert [(r["source"], r["seed_sources"]) for r in train] == [("runs/fastnet", ["runs/fastnet/seed0", "runs/fastnet/seed1"])]
     latency = table(board, "fashion-mnist", "inference_latency")["rows"]
-    assert [(r["source"], r["backend"]) for r in latency] == [
-        ("runs/fastnet/seed1", "onnxruntime"),
-        ("runs/fastnet/seed0", "eager"),
-        ("runs/fastnet/seed1", "eager"),
-    ]
+    assert [(r["source"], r["backend"], r["seeds"]) for r in latency] == [("runs/fastnet", "onnxruntime", [1]), ("runs/fastnet", "eager", [0, 1])]
     assert board["audit"]["error"] == 0
     html = (tmp_path / "lb.html").read_text()
     assert html.count("the export of runs/fastnet/seed0, which is also given as a run: ranked once, from the run") == 2  # train + inference
@@ -104,7 +101,7 @@ def test_an_export_whose_log_was_changed_is_not_the_run(tmp_path):
     board_of("--submissions", str(export), "--runs", str(results), "--json", str(out))
     board = json.loads(out.read_text())
     sources = [r["source"] for r in table(board, "fashion-mnist", "train_time")["rows"]]
-    assert sources[0] == "runs/fastnet/seed0"
+    assert sources == ["runs/fastnet"]
     # the tampered file claims the run's time in misc.dawnpipe.timeToAccuracyHours: an audit error, excluded
     (excl,) = [e for e in board["excluded"] if e["source"].startswith("FashionMNIST/train/")]
     assert "claims 0.004, but the log gives 0.003" in excl["reason"]

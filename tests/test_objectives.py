@@ -38,12 +38,14 @@ def with_wall_time(monkeypatch):
 
 
 def test_a_new_objective_is_one_entry_of_the_table(with_wall_time):
-    runs = [run("fastnet", 0, 0.03, []), run("fastnet", 1, 0.02, []), run("slow", 0, None, [])]
+    runs = [run("fastnet", s, h, []) for s, h in enumerate((0.03, 0.02, 0.025))]
+    runs += [run("wide", s, h, []) for s, h in enumerate((0.05, 0.04, 0.045))] + [run("slow", 0, None, [])]
     rows, excluded = objective_rows(runs)
     board = leaderboard.build(rows, excluded)
     (table,) = [t for t in board["objectives"] if t["objective"] == "train_wall_time"]
-    assert [r["source"] for r in table["rows"]] == ["runs/fastnet/seed1", "runs/fastnet/seed0"]
-    assert [r["display"] for r in table["rows"]] == ["0:01:12", "0:01:48"] and table["rows"][0]["epochs"] == 3
+    # an entry over its seeds: the median; every seed of fastnet faster than every seed of wide, so ranks 1 and 2
+    assert [(r["source"], r["rank"]) for r in table["rows"]] == [("runs/fastnet", 1), ("runs/wide", 2)]
+    assert [r["display"] for r in table["rows"]] == ["0:01:30", "0:02:42"] and table["rows"][0]["epochs"] == 3
     assert table["title"] == "Wall time to accuracy" and table["columns"] == {"epochs": "Epochs"}
     board.update(generated="now", config="test")
     html = render_html(board, runs, [], config_name="test")
@@ -52,10 +54,24 @@ def test_a_new_objective_is_one_entry_of_the_table(with_wall_time):
     section = re.search(r'<section id="fashion-mnist-train_wall_time-90\.0">(.*?)</section>', html, re.S).group(1)
     assert section.startswith("\n<h3>Wall time to accuracy <span")
     header = re.search(r"<thead><tr>(.*?)</tr></thead>", section).group(1)
-    assert re.findall(r"<th>(.*?)</th>", header) == ["Rank", "Wall time to accuracy", "Model", "Author", "Hardware", "Framework", "Epochs", "Date", "Source"]
+    assert re.findall(r"<th>(.*?)</th>", header) == [
+        "Rank",
+        "Wall time to accuracy",
+        "Seeds",
+        "Model",
+        "Author",
+        "Hardware",
+        "Framework",
+        "Epochs",
+        "Date",
+        "Source",
+    ]
     cells = [re.findall(r"<td[^>]*>(.*?)</td>", row) for row in re.findall(r"<tr>(<td.*?)</tr>", section, re.S)]
-    assert [(c[0], c[1], c[6]) for c in cells] == [("1", "0:01:12", "3"), ("2", "0:01:48", "3")]
-    assert 'title="0.02 hours">0:01:12</td>' in section and 'title="0.03 hours">0:01:48</td>' in section
+    assert [(c[0], c[1], c[2], c[7]) for c in cells] == [
+        ("1", "0:01:30", "3 seeds, range 0:01:12 to 0:01:48", "3"),
+        ("2", "0:02:42", "3 seeds, range 0:02:24 to 0:03:00", "3"),
+    ]
+    assert 'title="0.025 hours (median of 3 seeds)">0:01:30</td>' in section and 'title="0.045 hours (median of 3 seeds)">0:02:42</td>' in section
     assert '<a href="#fashion-mnist-train_wall_time-90.0">Wall time to accuracy</a>' in html
 
 

@@ -265,6 +265,54 @@ def test_a_page_of_a_thousand_runs_works_in_a_real_browser(tmp_path):
 
 
 @pytest.mark.slow
+def test_entries_over_seeds_show_their_spread_and_ties_in_a_real_browser(tmp_path):
+    """The ranked tables of entries over seeds (tests/pages.py SEED_SECONDS):
+    ranks by the rule with the ties marked and visible, each entry's spread
+    (range, the median's interval, one seed), its seeds linked to their runs,
+    a cost under a cent with its digits, exact values on hover, the rank
+    column sorting both ways, the entry without a median listed as excluded."""
+    from pages import seeds_runs, write_page
+
+    browser = OpenPage(write_page(seeds_runs(usd_per_hour=0.05), tmp_path / "seeds.html", "seeds"))
+    try:
+        browser.load()
+        page = browser.page
+        table = 'section[id="fashion-mnist-train_time-90.0"] table'
+        ranks = column_keys(page, table, 0)
+        assert ranks == ["1", "1", "1", "1", "1", "3", "5"], ranks  # D, F, A, G, B tie at the top; C, then H
+        tied = page.locator(f"{table} tbody tr.tied")
+        assert tied.count() == 5
+        tag = tied.first.locator("span.tag.tie")
+        assert tag.text_content() == "tied with the row above (3 seeds against 1 seed)" and tag.bounding_box()["height"] > 0
+        seeds_column = page.eval_on_selector_all(f"{table} thead th", "ths => ths.map(t => t.textContent)").index("Seeds")
+        spreads = [t.strip() for t in page.eval_on_selector_all(f"{table} tbody td.spread", "tds => tds.map(t => t.textContent)")]
+        assert spreads[0] == "one seed: the rule cannot tell it apart from others" and seeds_column == 2
+        assert "5 seeds, the median's 94% interval 0:00:09 to 0:00:13" in spreads and "3 seeds, range 0:00:09 to never; 1 did not reach" in spreads
+        # the value's exact figure on hover, with what it is the median of
+        value = page.locator(f"{table} tbody tr").nth(2).locator("td").nth(1)
+        assert value.get_attribute("title") == f"{11 / 3600} hours (median of 3 seeds)" and value.text_content() == "0:00:11"
+        # a seed's link goes to its run
+        page.locator(f"{table} a[href='#run-entry-a-1']").click()
+        page.wait_for_function("() => location.hash === '#run-entry-a-1'")
+        assert page.locator("#runs-table tr#run-entry-a-1").is_visible()
+        # the cost of 10 s at $0.05/h is a fraction of a cent: its digits, not $0.00
+        cost = page.locator('section[id="fashion-mnist-train_cost-90.0"] table tbody tr').first.locator("td").nth(1)
+        assert cost.text_content() == "$0.0000694" and cost.get_attribute("title").startswith("6.94")
+        # the rank column sorts both ways
+        header = page.locator(f"{table} thead th", has_text="Rank")
+        header.click()
+        header.click()
+        assert numbers(column_keys(page, table, 0)) == [5, 3, 1, 1, 1, 1, 1] and header.get_attribute("aria-sort") == "descending"
+        summary = page.locator("#summary-table tbody tr", has_text="Training time").first
+        assert "tied for first with 4 others" in summary.text_content()
+        excluded = page.locator("#excluded").locator("xpath=following-sibling::*[1]")
+        assert "runs/entry-e" in excluded.text_content() and "no median" in excluded.text_content()
+        assert browser.errors == [] and browser.outside == []
+    finally:
+        browser.close()
+
+
+@pytest.mark.slow
 def test_snakemake_report_holds_the_leaderboard(test_workflow, tmp_path):
     """Outputs marked in the stage table (Output.report) are in Snakemake's own report."""
     import zipfile

@@ -40,6 +40,6 @@ def test_a_tiny_run_in_a_directory_with_a_space_without_the_venv_on_path(tmp_pat
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     board = json.loads((project / "results/leaderboard.json").read_text())
-    assert any(r["source"] == "runs/fastnet/seed0" for t in board["objectives"] for r in t["rows"])
+    assert any("runs/fastnet/seed0" in r.get("seed_sources", ()) for t in board["objectives"] for r in t["rows"])
     train_log = (project / "results/logs/train/fastnet/seed0.log").read_text()
     assert "epoch   1/" in train_log and "ModuleNotFoundError" not in proc.stderr

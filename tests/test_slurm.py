@@ -42,7 +42,8 @@ SCRIPT = ROOT / "scripts" / "slurm-local.sh"
 STATE_DIR = Path(os.environ.get("DAWNPIPE_SLURM_DIR", "/tmp/dawnpipe-slurm"))
 SUBMITTED = re.compile(r"Job (\d+) has been submitted with SLURM jobid (\d+)")
 # leaderboard fields that are measurements of time (or the date), or follow from them
-TIMING = {"value", "display", "rank", "wall_hours", "timestamp"}  # and every *_ms latency figure
+# (an entry's seeds' values, its spread and whether the rule ties it with the row above follow from its times)
+TIMING = {"value", "display", "rank", "wall_hours", "timestamp", "seed_values", "spread", "spread_display", "tied_with_above"}  # and every *_ms latency figure
 
 
 PROFILE = yaml.safe_load((ROOT / "profiles/slurm/config.yaml").read_text(encoding="utf-8"))

@@ -372,11 +372,16 @@ def test_energy_rows_and_exclusions_of_our_runs():
 
     measured = {"energy_to_accuracy_j": 500.0, "run_j": 900.0, "source": "RAPL"}
     unmeasured = {"energy_to_accuracy_j": None, "run_j": None, "source": "none"}
-    rows, excluded = objective_rows([run(0, True, measured), run(1, True, unmeasured), run(2, False, {**measured, "energy_to_accuracy_j": None})])
+    rows, _ = objective_rows([run(0, True, measured), run(1, True, unmeasured)])
     energy = [r for r in rows if r["objective"] == "train_energy"]
-    assert [(r["seed"], r["value"], r["energy_source"]) for r in energy] == [(0, 500.0, "RAPL")]  # seed 1: not measured, not shown
+    assert [(r["seeds"], r["value"], r["energy_source"]) for r in energy] == [([0], 500.0, "RAPL")]  # seed 1: not measured, not shown
+    # a seed that did not converge but was metered counts as not reaching: one of two, so no median
+    rows, excluded = objective_rows([run(0, True, measured), run(1, True, unmeasured), run(2, False, {**measured, "energy_to_accuracy_j": None})])
+    assert not [r for r in rows if r["objective"] == "train_energy"]
     (dnc,) = [e for e in excluded if "train_time" in e["objectives"]]
     assert dnc["source"] == "runs/e/seed2" and "train_energy" in dnc["objectives"]
+    (no_median,) = [e for e in excluded if e["source"] == "runs/e"]
+    assert no_median["objectives"] == ["train_energy"] and no_median["reason"].startswith("1 of 2 seeds did not reach the threshold")
 
 
 def test_the_energy_of_a_multi_node_run_is_not_ranked():

@@ -1,14 +1,18 @@
 """Display rules of the published DAWNBench leaderboard (SPEC.md section 2).
 
 Times are rounded *up* to whole seconds (a 9.43 s run shows as 0:00:10),
-costs show dollars with two decimals, latencies milliseconds with four.
-Ordering always uses the unrounded value; these functions only format.
+costs show dollars with two decimals, latencies milliseconds with four: the
+published leaderboard's rules. Where those would hide every digit that
+carries information (a CPU run's cost of a fraction of a cent, a latency of
+microseconds), three significant digits are shown instead ($0.000412), and a
+ranked value shows its unit (``format_value``: '0.0779 ms'). Ordering always
+uses the unrounded value; these functions only format.
 """
 
 from __future__ import annotations
 
 import math
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import ROUND_HALF_UP, Decimal, localcontext
 
 
 def format_hours(hours: float) -> str:
@@ -23,18 +27,32 @@ def format_hours(hours: float) -> str:
     return f"{h}:{m:02d}:{s:02d}"
 
 
+def _significant(value: float, digits: int = 3) -> str:
+    """A positive value with ``digits`` significant digits, half-up, in plain decimals ('0.000412')."""
+    with localcontext() as ctx:
+        ctx.prec, ctx.rounding = digits, ROUND_HALF_UP
+        rounded = +Decimal(repr(float(value)))  # 0.0009996 -> 0.00100, one place up
+    return f"{rounded.quantize(Decimal(1).scaleb(rounded.adjusted() - digits + 1)):f}"  # trailing zeros kept: 0.004 -> 0.00400
+
+
 def format_usd(usd: float) -> str:
-    """USD -> '$1,234.57' (two decimals, half-up)."""
+    """USD -> '$1,234.57' (two decimals, half-up); under half a cent, where
+    that shows '$0.00', three significant digits: '$0.000412'."""
     if usd is None or not math.isfinite(usd) or usd < 0:
         raise ValueError(f"not a cost in USD: {usd!r}")
     cents = Decimal(repr(float(usd))).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
+    if cents == 0 and usd > 0:
+        return f"${_significant(usd)}"
     return f"${cents:,.2f}"
 
 
 def format_ms(ms: float) -> str:
-    """Milliseconds -> '12.3457' (four decimals)."""
+    """Milliseconds -> '12.3457' (four decimals); under 0.001 ms, where that
+    keeps one digit or none, three significant digits: '0.000123'."""
     if ms is None or not math.isfinite(ms) or ms < 0:
         raise ValueError(f"not a latency in ms: {ms!r}")
+    if 0 < ms < 0.001:
+        return _significant(ms)
     return f"{Decimal(repr(float(ms))).quantize(Decimal('0.0001'), rounding=ROUND_HALF_UP)}"
 
 
@@ -79,7 +97,20 @@ def format_minutes(minutes: float) -> str:
     return f"{minutes:.3f} min"
 
 
-FORMATTERS = {"minutes": format_minutes, "hours": format_hours, "USD": format_usd, "ms": format_ms, "USD per 10,000 items": format_usd, "J": format_joules}
+def format_ms_unit(ms: float) -> str:
+    """A ranked latency with its unit: '0.0779 ms'."""
+    return f"{format_ms(ms)} ms"
+
+
+# How a ranked value shows, by its unit (every one with its unit: H:MM:SS, $, min, ms, J)
+FORMATTERS = {
+    "minutes": format_minutes,
+    "hours": format_hours,
+    "USD": format_usd,
+    "ms": format_ms_unit,
+    "USD per 10,000 items": format_usd,
+    "J": format_joules,
+}
 
 
 def format_value(value: float, unit: str) -> str:

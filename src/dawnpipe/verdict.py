@@ -187,8 +187,11 @@ def two_sample(v: Sequence[float], c: Sequence[float], kind: str = RATIO, alpha:
     m, n = len(v), len(c)
     if m == 0 or n == 0:
         return Interval(None, None, None, 0, None, m, n)
-    effect = ratio if kind == RATIO else difference
-    pairs = sorted(effect(ci, vi) for vi in v for ci in c)
+    if all(math.isfinite(x) and x > 0 for x in (*v, *c)):  # the common case, without the rule's special values
+        pairs = sorted([ci / vi for vi in v for ci in c] if kind == RATIO else [vi - ci for vi in v for ci in c])
+    else:
+        effect = ratio if kind == RATIO else difference
+        pairs = sorted(effect(ci, vi) for vi in v for ci in c)
     estimate = _median_sorted(pairs, kind)
     k = two_sample_k(m, n, alpha)
     if k:

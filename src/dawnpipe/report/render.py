@@ -37,6 +37,7 @@ def _env() -> jinja2.Environment:
         latency_distribution=latency_distribution,
         latency_against_training=latency_against_training,
         source_cell=source_cell,
+        tie_text=tie_text,
         table_anchor=table_anchor,
         page_script=page_script(),
         max_distribution_figures=MAX_DISTRIBUTION_FIGURES,
@@ -60,7 +61,11 @@ def table_anchor(table: dict[str, Any]) -> str:
 
 
 def source_cell(row: dict[str, Any]) -> Markup:
-    """A ranked row's source, linked: to its audit messages (a submission) or to its run (ours)."""
+    """A ranked row's source, linked: to its audit messages (a submission), to
+    each of its seeds' runs (an entry of ours over its seeds), or to its run."""
+    if row.get("seed_sources"):
+        links = Markup(", ").join(Markup('<a href="#run-{}">{}</a>').format(anchor(f"{row['entry']}-{seed}"), seed) for seed in row["seeds"])
+        return Markup("{} (seed{} {})").format(row["source"], "s" if len(row["seeds"]) != 1 else "", links)
     if row.get("audit_anchor") is not None:
         return Markup('<a href="#{}">{}</a>').format(anchor(row["audit_anchor"]), row["source"])
     if row.get("entry") is not None and row.get("seed") is not None:
@@ -88,12 +93,32 @@ def task_groups(tasks: dict[str, Any], tables: list[dict[str, Any]]) -> list[dic
 
 
 def best_per_table(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The page's opening summary: the first row of every ranked table, task by task."""
+    """The page's opening summary: the first row of every ranked table, task
+    by task, and how many others share its rank 1 (the rule cannot order them)."""
     return [
-        {"task_name": g["name"], "task_title": g["task"].title, "table": t, "best": t["rows"][0], "anchor": table_anchor(t)}
+        {
+            "task_name": g["name"],
+            "task_title": g["task"].title,
+            "table": t,
+            "best": t["rows"][0],
+            "tied_first": sum(1 for r in t["rows"][1:] if r["rank"] == 1),
+            "anchor": table_anchor(t),
+        }
         for g in groups
         for t in g["ranked"]
     ]
+
+
+def tie_text(row: dict[str, Any]) -> str:
+    """A row the rule cannot tell apart from the row above: with how many seeds each ran."""
+    tie = row.get("tied_with_above")
+    if not tie:
+        return ""
+
+    def runs(n):
+        return "1 published run" if n is None else f"{n} seed{'s' if n != 1 else ''}"
+
+    return f"tied with the row above ({runs(tie['own_seeds'])} against {runs(tie['seeds'])})"
 
 
 def by_batch_size(per_size: dict[str, Any]) -> list[tuple[str, Any]]:

@@ -1,19 +1,36 @@
-"""Leaderboard rows from our own runs, one per objective of objectives.yaml
-that a run has a value for; runs that do not reach the threshold, and
-inference results below it, are excluded with the reason.
+"""Leaderboard rows from our own runs: one row per entry (and, for
+inference, per backend, threads, device and precision) and objective of
+objectives.yaml, over the entry's seeds; runs that do not reach the
+threshold, and inference results below it, are excluded with the reason.
 
 A run's records, as an objective's ``run`` path names them: ``tta``
 (time_to_accuracy.json), ``utilization`` (utilization.json) and, for each
 inference result (one per backend), ``result`` (latency/<backend>.json).
+
+An entry's row (``entry_rows``) carries its seeds (``seeds``, ``seed_values``,
+``seed_sources``): a seed that did not reach the threshold, or whose
+inference result is below it, counts as infinitely slow (``"inf"``), never as
+missing. Its value is the median over the seeds; with half or more of them
+not reaching, there is none and the entry is listed as not converged. Its
+other figures (epochs, wall time, latency percentiles, ...) are medians over
+the seeds that reached. How entries are ranked against each other, ties
+included, is dawnpipe.leaderboard's (docs/rules.md, "Ranking and exclusions").
 """
 
 from __future__ import annotations
 
+import math
+import statistics
 from typing import Any
 
 from dawnpipe.objectives import Objective, lookup, of_result
 from dawnpipe.runfiles import run_source
 from dawnpipe.tasks import get_task
+from dawnpipe.verdict import as_times, json_number
+
+# What makes rows of one entry the same result over seeds: its table and, for
+# inference, which backend answered, with how many threads, where, and in what precision.
+GROUP = ("task", "objective", "threshold", "demo_threshold", "entry", "backend", "threads", "device", "precision")
 
 
 def _row(objective: Objective, records: dict[str, Any], common: dict[str, Any], extra: dict[str, Any] | None = None) -> dict[str, Any] | None:
@@ -25,8 +42,18 @@ def _row(objective: Objective, records: dict[str, Any], common: dict[str, Any], 
 
 
 def objective_rows(runs: list[dict[str, Any]]) -> tuple[list[dict], list[dict]]:
-    """Leaderboard rows and exclusions for our own runs."""
-    rows, excluded = [], []
+    """Leaderboard rows (one per entry over its seeds: ``entry_rows``) and exclusions for our own runs."""
+    rows, excluded, missed = run_rows(runs)
+    entries, not_converged = entry_rows(rows, missed)
+    return entries, [*excluded, *not_converged]
+
+
+def run_rows(runs: list[dict[str, Any]]) -> tuple[list[dict], list[dict], list[dict]]:
+    """One row per run (and inference result) and objective, the exclusions,
+    and the seeds that count as not reaching: a row's group fields, its seed
+    and source, for each objective a run that did not converge (or an
+    inference result below the threshold) has no value for."""
+    rows, excluded, missed = [], [], []
     for r in runs:
         tta, info = r["tta"], r["run"]
         common = {
@@ -59,8 +86,9 @@ def objective_rows(runs: list[dict[str, Any]]) -> tuple[list[dict], list[dict]]:
                 elif row is not None:
                     rows.append(row)
         else:
-            missed = [o.name for o in of_result("train") if not o.optional or (o.measured and lookup(records, o.measured) is not None)]
-            excluded.append({"source": common["source"], "objectives": missed, "reason": tta["reason"]})
+            names = [o.name for o in of_result("train") if not o.optional or (o.measured and lookup(records, o.measured) is not None)]
+            excluded.append({"source": common["source"], "objectives": names, "reason": tta["reason"]})
+            missed += [{**common, "objective": name} for name in names]
         latencies = r.get("latencies") or ([r["latency"]] if r.get("latency") else [])  # hand-made runs may hold only one
         program_excluded = (info.get("program") or {}).get("excluded")
         if program_excluded and latencies:  # a program whose claims were contradicted: nothing of the run is ranked
@@ -70,7 +98,66 @@ def objective_rows(runs: list[dict[str, Any]]) -> tuple[list[dict], list[dict]]:
             found, excl = inference_rows(result, common)
             rows += found
             excluded += excl
-    return rows, excluded
+            if excl:  # below the threshold: this seed of the backend counts as not reaching
+                backend = {"backend": result["backend"], "threads": result["threads"], "device": result.get("device"), "precision": result.get("precision")}
+                missed += [{**common, **backend, "objective": o.name} for o in of_result("inference")]
+    return rows, excluded, missed
+
+
+def _key(row: dict[str, Any]) -> tuple:
+    return tuple(row.get(k) for k in GROUP)
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool)
+
+
+def entry_rows(rows: list[dict[str, Any]], missed: list[dict[str, Any]]) -> tuple[list[dict], list[dict]]:
+    """One row per entry (and inference backend) over its seeds, from the rows
+    of single runs and the seeds that did not reach (see the module's
+    docstring); entries with no median are excluded, with how many seeds did
+    not reach. A group whose every seed missed has no row: each of its runs is
+    excluded already, with its own reason."""
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault(_key(row), []).append(row)
+    for miss in missed:
+        if _key(miss) in groups:
+            groups[_key(miss)].append({**miss, "value": None})
+    out, excluded = [], []
+    for members in groups.values():
+        members = sorted(members, key=lambda r: r["seed"])
+        reached = [r for r in members if r["value"] is not None]
+        values = as_times(r["value"] for r in members)
+        first = reached[0]
+        source = f"runs/{first['entry']}"
+        median = statistics.median(values)
+        if math.isinf(median):
+            never = len(members) - len(reached)
+            excluded.append(
+                {
+                    "source": source,
+                    "objectives": [first["objective"]],
+                    "reason": f"{never} of {len(members)} seeds did not reach the threshold"
+                    + (f" with backend {first['backend']}" if first.get("backend") else "")
+                    + ": no median (did not converge)",
+                }
+            )
+            continue
+        row = {k: v for k, v in first.items() if k not in ("seed", "audit_anchor")}
+        for k, v in first.items():  # the other figures: medians over the seeds that reached
+            if k not in ("value", "seed", *GROUP) and _number(v) and all(_number(r.get(k)) for r in reached):
+                row[k] = statistics.median(r[k] for r in reached)
+        row.update(
+            value=median,
+            source=source,
+            timestamp=max(r["timestamp"] for r in reached),
+            seeds=[r["seed"] for r in members],
+            seed_values=[json_number(v) for v in values],
+            seed_sources=[r["source"] for r in members],
+        )
+        out.append(row)
+    return out, excluded
 
 
 def inference_rows(result: dict[str, Any], common: dict[str, Any]) -> tuple[list[dict], list[dict]]:
