@@ -1,26 +1,22 @@
 #!/usr/bin/env bash
-# The GPU check of issue 29 (bench/gpu_check.py says what it runs and writes).
+# The GPU check (docs/gpu.md; bench/gpu_check.py says what it runs and writes).
 #
-#   bench/gpu_check.sh prepare              here, just before the device call: the wheels the
-#                                           device's image lacks and Fashion-MNIST's raw files into
-#                                           .gpu-bundle/ (git-ignored), and the size that travels checked
-#   bash bench/gpu_check.sh                 on the device machine (the device tool's run, carrying
-#                                           .gpu-bundle): every step, results and logs into $OUT
-#   bench/gpu_check.sh --cpu-dry-run        here: the same steps on this CPU with a tiny budget,
-#                                           into bench/out/gpu-check (or --out DIR)
+#   bash bench/gpu_check.sh --out DIR [--steps a,b] [--bundle DIR]   on a machine with one NVIDIA GPU: every step,
+#                                                                   gpu_check.json and the logs in DIR
+#   bash bench/gpu_check.sh --cpu-dry-run [--out DIR]               anywhere: the same steps on the CPU, tiny
+#   bash bench/gpu_check.sh --list-steps                            the steps, what each measures, their caps
+#   bash bench/gpu_check.sh prepare [--max-mib N] [...]             where there is network: the offline bundle
+#                                                                   for a GPU node without (.gpu-bundle/)
 #
-# The device machine's own python3 runs it (it holds PyTorch with CUDA); here
-# the checkout's .venv when there is one. GPU_CHECK_PYTHON overrides either.
+# The interpreter: $GPU_CHECK_PYTHON, else the checkout's .venv (make setup),
+# else python3 (a GPU node's own Python with its CUDA build of torch).
 set -u
-cd "$(dirname "$0")/.." || exit 2
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export PYTHONUNBUFFERED=1
-local_python() {
-    if [ -n "${GPU_CHECK_PYTHON:-}" ]; then echo "$GPU_CHECK_PYTHON"
-    elif [ -x .venv/bin/python ]; then echo .venv/bin/python
-    else echo python3; fi
-}
+if [ -n "${GPU_CHECK_PYTHON:-}" ]; then python="$GPU_CHECK_PYTHON"
+elif [ -x "$root/.venv/bin/python" ]; then python="$root/.venv/bin/python"
+else python=python3; fi
 case "${1:-}" in
-    prepare) shift; exec "$(local_python)" bench/gpu_check.py prepare "$@" ;;
-    --cpu-dry-run) shift; exec "$(local_python)" bench/gpu_check.py run --cpu-dry-run "$@" ;;
-    *) exec "${GPU_CHECK_PYTHON:-python3}" bench/gpu_check.py run "$@" ;;
+    prepare) shift; exec "$python" "$root/bench/gpu_check.py" prepare "$@" ;;
+    *) exec "$python" "$root/bench/gpu_check.py" run "$@" ;;
 esac

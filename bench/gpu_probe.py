@@ -1,11 +1,13 @@
-"""The machine the GPU check runs on, as JSON on stdout (a step of
-bench/gpu_check.py, run after the bundle's wheels are installed): Python and
-package versions, torch's CUDA devices, NVML's names, driver and limits,
-ONNX Runtime's execution providers, and the row of
+"""The machine the GPU check runs on, as JSON on stdout (the check's probe
+step, run after the bundle's wheels are installed): Python and package
+versions (the check's requirements beside constraints.txt's pins, and which
+are missing), the torch it runs with (version, CUDA build, where it is
+installed: the node's own or the bundle's), torch's CUDA devices, NVML's
+names, driver and limits, ONNX Runtime's execution providers, and the row of
 src/dawnpipe/telemetry/peaks.yaml each GPU name finds (none: the peak is
 unknown, and the check says so rather than guessing).
 
-    python bench/gpu_probe.py > probe.json
+    python bench/gpu_probe.py [--site DIR] > probe.json
 """
 
 from __future__ import annotations
@@ -18,11 +20,14 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT / "src") not in sys.path:
-    sys.path.insert(0, str(ROOT / "src"))
+for _path in (ROOT / "src", ROOT / "bench"):
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
 
 PACKAGES = (
     "torch",
+    "torchvision",
+    "snakemake",
     "numpy",
     "pandas",
     "pyarrow",
@@ -56,6 +61,7 @@ def torch_facts() -> dict[str, Any]:
     import torch
 
     facts: dict[str, Any] = {"version": torch.__version__, "cuda": torch.version.cuda, "cuda_available": torch.cuda.is_available(), "devices": []}
+    facts["path"] = str(Path(torch.__file__).parent)
     facts["cudnn"] = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
     if not facts["cuda_available"]:
         facts["reason"] = "torch.cuda.is_available() is False"
@@ -84,6 +90,8 @@ def nvml_facts() -> dict[str, Any]:
     n = gpus.nvml
     try:
         facts["driver"] = _text(n.nvmlSystemGetDriverVersion())
+        cuda = gpus._call(n.nvmlSystemGetCudaDriverVersion_v2) if hasattr(n, "nvmlSystemGetCudaDriverVersion_v2") else None
+        facts["driver_cuda"] = f"{cuda // 1000}.{cuda % 1000 // 10}" if isinstance(cuda, int) else None
         for g in gpus.gpus:
             limit = gpus._call(n.nvmlDeviceGetPowerManagementLimit, g.handle)
             memory = gpus._call(n.nvmlDeviceGetMemoryInfo, g.handle)
@@ -116,7 +124,16 @@ def peak_rows(names: list[str]) -> dict[str, Any]:
     return rows
 
 
-def probe() -> dict[str, Any]:
+def requirements() -> dict[str, Any]:
+    """The check's requirements (bench/gpu_bundle.py) as this interpreter has them, beside the pins."""
+    import gpu_bundle
+
+    pinned = gpu_bundle.pins()
+    rows = {name: {"installed": gpu_bundle.installed_version(name), "pinned": pinned.get(name)} for name in gpu_bundle.requirements()}
+    return {"packages": rows, "missing": [n for n, r in rows.items() if r["installed"] is None]}
+
+
+def probe(site: Path | None = None) -> dict[str, Any]:
     from dawnpipe.runinfo import cpu_model
 
     facts: dict[str, Any] = {
@@ -133,7 +150,10 @@ def probe() -> dict[str, Any]:
         facts["memory_gib"] = round(psutil.virtual_memory().total / 2**30, 1)
     except ImportError:
         facts["memory_gib"] = None
+    facts["requirements"] = requirements()
     facts["torch"] = torch_facts()
+    inside = site is not None and Path(facts["torch"]["path"]).resolve().is_relative_to(site.resolve())
+    facts["torch"]["origin"] = "the bundle (installed by the check)" if inside else "this Python's own"
     facts["nvml"] = nvml_facts()
     try:
         import onnxruntime
@@ -148,4 +168,8 @@ def probe() -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    print(json.dumps(probe(), indent=1))
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python bench/gpu_probe.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--site", type=Path, help="where the check installed the bundle's wheels")
+    print(json.dumps(probe(parser.parse_args().site), indent=1))

@@ -1,20 +1,32 @@
-"""gpu_check.json, made from the files the pipeline's stages wrote during the
-GPU check (bench/gpu_check.py) and from nothing else: every number is read
-from a run.json, train.tsv, time_to_accuracy.json, latency/<backend>.json or
-utilization.json, or from the machine's probe. What could not be measured is
-null, and the section's ``reasons`` says why (a step that failed or ran out
-of time, a run on the CPU: "no GPU ...").
+"""gpu_check.json, made from the files the GPU check's steps left in its
+folder and from nothing else: every number is read from a run's run.json,
+train.tsv, time_to_accuracy.json, latency/<backend>.json or
+utilization.json (DIR/pipeline/results/runs/<run>/seed0/), from the
+references of bench/gpu_reference.py (DIR/steps/) or from the machine's probe.
+What could not be measured is null, and the section's ``reasons`` says why (a
+step that failed, ran out of time or has not run; a run on the CPU: "no GPU").
 
-Sections: ``machine`` (GPU, driver, the peaks.yaml row its name finds),
-``bundle`` (what was installed), ``steps`` (each step's status, seconds, log,
-and the tail of a failed one's log), ``training`` (per run: device,
-precision, time to the threshold, epochs, seconds per epoch), ``inference``
-(per run and backend: device, latency per item, throughput at batch 1, 8, 64
-and 256, and the backends that failed, with why), ``telemetry`` (NVML power,
-memory, energy to accuracy), ``utilization`` (achieved TFLOP/s against the
-peak of the run's precision), ``ddp`` (the world-size-1 run: backend,
-launcher, time per epoch against one plain process), ``gpu_vs_cpu`` (fastnet
-on the GPU against the same recipe on the machine's CPU).
+Sections:
+
+- ``machine``: GPU, driver and its CUDA, the torch the check ran with (its
+  version, CUDA build and where it is installed), the peaks.yaml row;
+- ``steps``: each step's status, seconds, log, reason; ``invocations``: each
+  call of the check in this folder, with the steps it ran;
+- ``training`` (per run: device, precision, time to the threshold, epochs,
+  seconds per epoch), ``inference`` (per run and backend: device, latency,
+  throughput at batch 1, 8, 64 and 256), ``telemetry`` (NVML power, memory,
+  energy to accuracy), ``utilization`` (achieved TFLOP/s against the peak of
+  the run's precision);
+- ``ddp`` (the world-size-1 run), ``gpu_vs_cpu`` (fastnet on the GPU against
+  the same entry on the machine's CPU), ``program`` (torch-fmnist);
+- ``references``: each figure beside the reference measured on the card in
+  the same run, with the ratio and whether it is within ``TOLERANCE``:
+  ``peak`` (the matrix products against the datasheet row),
+  ``utilization`` (each run's achieved rate against the matrix product of
+  its precision), ``training_clock`` (the clock against CUDA events around
+  the same epochs), ``inference_latency`` (the stage's timing against CUDA
+  events around the same items), ``energy`` (NVML's energy counter against
+  mean power times time over the same epochs).
 """
 
 from __future__ import annotations
@@ -22,7 +34,6 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import json
-import os
 import re
 import statistics
 from pathlib import Path
@@ -30,10 +41,26 @@ from typing import Any
 
 import gpu_bundle
 
-RUNS = ("fastnet", "fastnet-ddp1", "resnet20-dawn", "fastnet-cpu")
-VARIANTS = {"fastnet-ddp1": "data-parallel at world size 1 (DDP, torchrun, NCCL on a GPU)", "fastnet-cpu": "on the CPU (device: cpu)"}
-INFERENCE = {"fastnet": ("fastnet", "latency"), "resnet20-dawn": ("resnet20-dawn", "latency"), "fastnet (compile)": ("fastnet", "latency_compile")}
+RUN_STEP = {"fastnet": "fastnet", "resnet20-dawn": "resnet20-dawn", "torch-fmnist": "torch-fmnist", "fastnet-ddp1": "ddp", "fastnet-cpu": "cpu"}
+ZOO = ("fastnet", "resnet20-dawn")
+INFERENCE_RUNS = ("fastnet", "resnet20-dawn", "torch-fmnist")
+VARIANT = {"fastnet-ddp1": "data-parallel at world size 1 (torchrun, a process group, DDP)", "fastnet-cpu": "on the CPU (device: cpu)"}
 LATENCY_KEYS = ("latency_mean_ms", "latency_p50_ms", "latency_p90_ms", "latency_p99_ms", "latency_max_ms")
+BATCHES = ("1", "8", "64", "256")
+# When a figure agrees with its reference (ratio figure / reference):
+TOLERANCE = {
+    # the training clock is read after synchronize around the same region the events bracket: never below them, and
+    # above only by the synchronize calls and the host's few statements (milliseconds against epochs of a second or more)
+    "training_clock": (0.999, 1.02),
+    # an item's clock adds the host's copy of the answer and two synchronize calls to the events' span: ~10-50 us on ~0.3 ms
+    "inference_latency": (0.999, 1.5),
+    # NVML's counter and its power readings (averaged by the driver over up to a second) over the same epochs
+    "energy": (0.9, 1.1),
+    # a training step cannot do more arithmetic a second than the card's best large matrix product
+    "utilization": (0.0, 1.0),
+    # the card's measured matrix product against its datasheet's dense peak: above it, the row does not describe this card
+    "peak": (0.0, 1.05),
+}
 
 
 def now() -> str:
@@ -42,26 +69,24 @@ def now() -> str:
 
 def read_json(path: Path) -> dict[str, Any] | None:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+    return doc if isinstance(doc, dict) else None
 
 
 def with_reasons(values: dict[str, Any], reason_of) -> dict[str, Any]:
     """``values`` with ``reasons``: for each null value, why (``reason_of(key)``)."""
-    reasons = {k: reason_of(k) for k, v in values.items() if v is None}
-    return {**values, "reasons": reasons}
+    return {**values, "reasons": {k: reason_of(k) for k, v in values.items() if v is None}}
 
 
-def step_of(check, name: str) -> dict[str, Any] | None:
-    return next((s for s in reversed(check.steps) if s["name"] == name), None)
+def ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
 
 
-def step_reason(check, name: str) -> str:
-    s = step_of(check, name)
-    if s is None:
-        return f"step {name} has not run (yet)"
-    return f"step {name} {s['status']}" + (f": {s['reason']}" if s.get("reason") else "") + (f" (log {s['log']})" if s.get("log") else "")
+def within(value: float | None, kind: str) -> bool | None:
+    low, high = TOLERANCE[kind]
+    return None if value is None else low <= value <= high
 
 
 def on_gpu(device: str | None) -> bool:
@@ -72,22 +97,65 @@ def no_gpu(device: str | None) -> str:
     return f"no GPU: the run trained on {device}" if device else "no GPU figure: the run has no run.json"
 
 
+# ---------------------------------------------------------------- pipeline logs
+RULE_ERROR = re.compile(r"^Error in rule (\S+):\n((?:\s+\S.*\n?)*)", re.M)
+
+
+def failed_rules(text: str) -> list[tuple[str, str | None]]:
+    """(rule, its stage log relative to the pipeline's folder) of each job Snakemake says failed."""
+    out = []
+    for m in RULE_ERROR.finditer(text):
+        log = re.search(r"^\s+log: (\S+)", m.group(2), re.M)
+        out.append((m.group(1), log.group(1) if log else None))
+    return list(dict.fromkeys(out))
+
+
+def error_line(path: Path) -> str | None:
+    """The last line of a stage log that says what went wrong."""
+    try:
+        lines = [line.strip() for line in path.read_text(encoding="utf-8", errors="backslashreplace").splitlines() if line.strip()]
+    except OSError:
+        return None
+    hit = next((line for line in reversed(lines) if re.search(r"error|failed|exception", line, re.I)), lines[-1] if lines else None)
+    return hit[:300] if hit else None
+
+
+# ---------------------------------------------------------------- the context
+class Context:
+    def __init__(self, out: Path, doc: dict[str, Any], mode: str):
+        self.out, self.doc, self.mode = out, doc, mode
+        self.steps: dict[str, Any] = doc.get("steps", {})
+        self.runs = out / "pipeline" / "results" / "runs"
+        self.files = out / "steps"
+        self.probe = read_json(self.files / "probe.json")
+
+    def run_dir(self, run: str) -> Path:
+        return self.runs / run / "seed0"
+
+    def step_reason(self, name: str) -> str:
+        s = self.steps.get(name)
+        if s is None:
+            return f"step {name} has not run in this folder (bash bench/gpu_check.sh --out DIR --steps {name})"
+        if s["status"] == "ok":
+            return f"step {name} ran, and did not give it"
+        return f"step {name} {s['status']}" + (f": {s['reason']}" if s.get("reason") else "") + (f" (log {s['log']})" if s.get("log") else "")
+
+
 # ---------------------------------------------------------------- the machine
-def machine(check) -> dict[str, Any]:
-    p = check.probe
+def machine(c: Context) -> dict[str, Any]:
+    p = c.probe
     if p is None:
-        return with_reasons({"gpu": None, "peak_row": None, "cpu_model": None}, lambda k: step_reason(check, "probe"))
+        return with_reasons({"gpu": None, "driver": None, "cuda": None, "torch": None, "peak_row": None}, lambda k: c.step_reason("probe"))
     torch_dev = (p["torch"]["devices"] or [None])[0]
     nvml_dev = (p["nvml"]["devices"] or [None])[0]
     gpu = None
     if torch_dev is not None:
         gpu = {
-            "torch_name": torch_dev["name"],
+            "name": torch_dev["name"],
             "nvml_name": nvml_dev["name"] if nvml_dev else None,
             "compute_capability": torch_dev["compute_capability"],
             "multiprocessors": torch_dev["multiprocessors"],
             "memory_gib": torch_dev["memory_gib"],
-            "driver": p["nvml"].get("driver"),
             "power_limit_w": nvml_dev["power_limit_w"] if nvml_dev else None,
             "energy_counter": nvml_dev["energy_counter"] if nvml_dev else None,
             "nvml_status": p["nvml"]["status"],
@@ -96,25 +164,24 @@ def machine(check) -> dict[str, Any]:
     row = p["peaks"].get(torch_dev["name"]) if torch_dev else None
     values = {
         "gpu": gpu,
+        "driver": p["nvml"].get("driver"),
+        "driver_cuda": p["nvml"].get("driver_cuda"),
+        "cuda": p["torch"]["cuda"],
+        "cudnn": p["torch"]["cudnn"],
+        "torch": {"version": p["torch"]["version"], "cuda": p["torch"]["cuda"], "path": p["torch"].get("path"), "origin": p["torch"].get("origin")},
         "peak_row": row if row and row.get("device") else None,
-        # both names find the same row: the table's key is what torch and NVML call the part
-        "names_find_peak_row": (
-            all((p["peaks"].get(n) or {}).get("device") == row.get("device") for n in (gpu["torch_name"], gpu["nvml_name"]) if n) if gpu and row else None
-        ),
         "cpu_model": p["cpu_model"],
         "cpu_count": p["cpu_count"],
         "platform": p["platform"],
         "memory_gib": p.get("memory_gib"),
         "python": p["python"],
-        "torch": p["torch"]["version"],
-        "cuda": p["torch"]["cuda"],
-        "cudnn": p["torch"]["cudnn"],
         "onnxruntime_providers": p.get("onnxruntime_providers"),
         "packages": p["packages"],
+        "missing_packages": p.get("requirements", {}).get("missing"),
     }
 
     def why(key: str) -> str:
-        if gpu is None and key in ("gpu", "peak_row", "names_find_peak_row", "cuda", "cudnn"):
+        if gpu is None and key in ("gpu", "peak_row", "driver", "driver_cuda", "cuda", "cudnn"):
             return f"no GPU: {p['torch'].get('reason', 'torch sees no CUDA device')}; {p['nvml']['status']}"
         if key == "peak_row":
             return (row or {}).get("reason", "no row")
@@ -123,41 +190,60 @@ def machine(check) -> dict[str, Any]:
     return with_reasons(values, why)
 
 
+def commit(c: Context) -> dict[str, Any]:
+    """The checkout's commit where it is a git clone, beside the bundle's (which the probe's folder may lack)."""
+    from dawnpipe.runinfo import git_state
+
+    state = git_state(gpu_bundle.ROOT)
+    bundle = ((c.steps.get("install") or {}).get("bundle")) or {}
+    values = {
+        "commit": state.get("commit"),
+        "dirty": state.get("dirty"),
+        "bundle_commit": bundle.get("commit"),
+        "bundle_dirty": bundle.get("dirty"),
+    }
+    values["same_as_bundle"] = values["commit"] == values["bundle_commit"] if values["commit"] and values["bundle_commit"] else None
+    return with_reasons(
+        values,
+        lambda k: "this checkout is not a git clone" if k in ("commit", "dirty") else "no bundle used (or it has no bundle.json)",
+    )
+
+
 # ---------------------------------------------------------------- training
-def epochs_from_tsv(path: Path) -> list[dict[str, float]]:
-    """(epoch, training-clock seconds of that epoch, its metric) from a DAWNBench TSV (cumulative hours)."""
+def epochs_from_tsv(path: Path) -> list[float]:
+    """Training-clock seconds of each epoch from a DAWNBench TSV (cumulative hours)."""
     try:
         with open(path, encoding="utf-8") as f:
-            rows = list(csv.DictReader(f, delimiter="\t"))
-    except OSError:
+            hours = [float(r["hours"]) for r in csv.DictReader(f, delimiter="\t")]
+    except (OSError, ValueError, KeyError):
         return []
-    out, before = [], 0.0
-    for r in rows:
-        hours = float(r["hours"])
-        metric = next((float(v) for k, v in r.items() if k not in ("epoch", "hours")), None)
-        out.append({"epoch": float(r["epoch"]), "seconds": (hours - before) * 3600.0, "metric": metric})
-        before = hours
-    return out
+    return [(h - before) * 3600.0 for h, before in zip(hours, [0.0, *hours[:-1]])]
 
 
-def training(check, run: str) -> dict[str, Any]:
-    d = check.run_dir(run)
+def run_precision(info: dict[str, Any] | None, util: dict[str, Any] | None) -> str | None:
+    if util and util.get("precision"):
+        return util["precision"]
+    entry = (info or {}).get("settings", {}).get("entry", {})
+    return entry.get("hyperparameters", {}).get("precision") or entry.get("program", {}).get("precision")
+
+
+def training(c: Context, run: str) -> dict[str, Any]:
+    d, step = c.run_dir(run), RUN_STEP[run]
     info, tta, util = read_json(d / "run.json"), read_json(d / "time_to_accuracy.json"), read_json(d / "utilization.json")
     partial = not (d / "train.tsv").is_file()
-    epochs = epochs_from_tsv(check.work / "work" / run / "train.tsv" if partial else d / "train.tsv")
+    seconds = epochs_from_tsv(c.out / "pipeline" / "results" / ".work" / run / "seed0" / "train.tsv" if partial else d / "train.tsv")
     env = (info or {}).get("environment", {})
     result = (info or {}).get("result", {})
-    device = env.get("device")
-    seconds = [e["seconds"] for e in epochs]
+    device = env.get("device") or ("cpu" if run == "fastnet-cpu" and seconds else None)
     rates = [e["items_per_second"] for e in (util or {}).get("epochs", []) if e.get("items_per_second") is not None]
     reached = tta.get("reached") if tta else None
     values = {
         "entry": run,
-        "variant": VARIANTS.get(run),
-        "step": (step_of(check, f"train/{run}") or {}).get("status"),
+        "variant": VARIANT.get(run),
+        "step": (c.steps.get(step) or {}).get("status"),
         "device": device,
         "gpu": (env.get("gpus") or [None])[0] if on_gpu(device) else None,
-        "precision": (info or {}).get("settings", {}).get("entry", {}).get("hyperparameters", {}).get("precision"),
+        "precision": run_precision(info, util),
         "tf32_allowed": env.get("tf32_allowed"),
         "threads": (info or {}).get("threads_per_process"),
         "threshold": (info or {}).get("threshold"),
@@ -166,87 +252,63 @@ def training(check, run: str) -> dict[str, Any]:
         "reached": reached,
         "time_to_accuracy_s": tta["time_to_accuracy_hours"] * 3600.0 if tta and reached else None,
         "epochs_to_accuracy": tta["epochs_to_accuracy"] if tta and reached else None,
-        "epochs_run": len(epochs) if epochs else None,
+        "epochs_run": len(seconds) if seconds else None,
         "epoch_seconds": seconds,
         "epoch_seconds_median": statistics.median(seconds) if seconds else None,
         "epoch_seconds_after_first": statistics.median(seconds[1:]) if len(seconds) > 1 else None,  # the first holds cuDNN's and the allocator's warm-up
         "items_per_second_median": statistics.median(rates) if rates else None,
         "wall_seconds": result["wall_hours"] * 3600.0 if result.get("wall_hours") is not None else None,
-        "epochs_from": "run" if not partial else ("the stopped run's per-epoch log so far" if epochs else None),
+        "epochs_from": ("the run" if not partial else "the stopped run's per-epoch log so far") if seconds else None,
         "distributed": result.get("distributed"),
     }
 
     def why(key: str) -> str:
-        if info is None and key not in ("epoch_seconds_median", "epoch_seconds_after_first", "epochs_run", "epochs_from"):
-            return step_reason(check, f"train/{run}")
+        if info is None and key not in ("epoch_seconds_median", "epoch_seconds_after_first", "epochs_run", "epochs_from", "device"):
+            return c.step_reason(step) + ("; the run stopped before its end (run.json is written at the end)" if seconds else "")
         if key == "gpu":
             return no_gpu(device) if run != "fastnet-cpu" else "the CPU run (device: cpu)"
         if key in ("time_to_accuracy_s", "epochs_to_accuracy") and tta is not None and not reached:
             return f"did not reach {tta.get('threshold')}%: {tta.get('reason') or 'its epoch budget ended first'}"
-        if key in ("time_to_accuracy_s", "epochs_to_accuracy", "reached"):
-            return step_reason(check, f"extract/{run}")
-        if key == "items_per_second_median":
-            return step_reason(check, f"utilization/{run}")
         if key == "epoch_seconds_after_first":
-            return "one epoch only" if seconds else step_reason(check, f"train/{run}")
+            return "one epoch only" if seconds else c.step_reason(step)
         if key == "variant":
             return "an entry of config/entries as it is"
         if key == "tf32_allowed":
-            return "run.json does not say (a run of an older commit)"
-        return step_reason(check, f"train/{run}")
+            return "run.json does not say (a program entry's run, or a run on the CPU)"
+        if key == "items_per_second_median":
+            return "no utilization.json" + ("" if run in RUN_STEP and step in ("ddp", "cpu") else f": {c.step_reason(step)}")
+        return c.step_reason(step)
 
     return with_reasons(values, why)
 
 
 # ---------------------------------------------------------------- inference
-FAILED_LINE = re.compile(r"infer: backend (\S+) failed: (.*)")
-ALL_FAILED = re.compile(r"every backend failed \((.*)\); nothing written")
-
-
-def failures_from_log(log: Path) -> list[dict[str, str]]:
-    try:
-        text = log.read_text(encoding="utf-8", errors="backslashreplace")
-    except OSError:
-        return []
-    found = {m.group(1): m.group(2).strip() for m in FAILED_LINE.finditer(text)}
-    if not found and (m := ALL_FAILED.search(text)):
-        for part in m.group(1).split("; "):
-            name, _, reason = part.partition(": ")
-            found[name] = reason
-    return [{"backend": b, "reason": r} for b, r in found.items()]
-
-
-def inference(check, run: str, out: str, step: str) -> dict[str, Any]:
-    d = check.run_dir(run)
+def inference(c: Context, run: str) -> dict[str, Any]:
+    d = c.run_dir(run)
     backends = {}
-    for path in sorted((d / out).glob("*.json")) if (d / out).is_dir() else []:
+    for path in sorted((d / "latency").glob("*.json")) if (d / "latency").is_dir() else []:
         r = read_json(path)
-        if not r:
+        if not r or "backend" not in r:
             continue
+        tp = r.get("throughput_items_per_second") or {}
         backends[r["backend"]] = {
             "device": r["device"],
             "precision": r["precision"],
             "threads": r["threads"],
             "framework_version": r["framework_version"],
+            "provider": (r.get("backend_notes") or {}).get("provider"),
             "items": r["items"],
-            "full_inference_set": r["full_inference_set"],
             **{k: r[k] for k in LATENCY_KEYS},
-            "warmup_items": r["warmup_items"],
             "accuracy": r["accuracy"],
             "meets_threshold": r["meets_threshold"],
-            "throughput_items_per_second": r.get("throughput_items_per_second") or None,
+            "throughput_items_per_second": {b: tp.get(b) for b in BATCHES} if tp else None,
             "export_check_max_abs_diff": (r.get("export_check") or {}).get("max_abs_diff"),
-            "prepare_seconds": (r.get("backend_notes") or {}).get("prepare_seconds"),
         }
-    headline = read_json(d / f"{out}.json")
-    failed = (headline or {}).get("backends_failed")
-    if failed is None:
-        s = step_of(check, f"{step}/{run}")
-        failed = failures_from_log(check.logs / f"{step}-{run}.log") if s else []
-    failed = [{"backend": f["backend"], "reason": f["reason"]} for f in failed]
-    values = {"step": (step_of(check, f"{step}/{run}") or {}).get("status"), "backends": backends or None, "failed": failed}
+    headline = read_json(d / "latency.json")
+    failed = [{"backend": f["backend"], "reason": f["reason"]} for f in (headline or {}).get("backends_failed") or []]
+    values = {"step": (c.steps.get(RUN_STEP[run]) or {}).get("status"), "backends": backends or None, "failed": failed}
     values["on_gpu"] = [b for b, r in backends.items() if on_gpu(r["device"])]
-    return with_reasons(values, lambda k: step_reason(check, f"{step}/{run}"))
+    return with_reasons(values, lambda k: c.step_reason(RUN_STEP[run]))
 
 
 # ---------------------------------------------------------------- telemetry and utilization
@@ -254,8 +316,8 @@ GPU_TELEMETRY = {"power_w_mean": "power_w_mean", "memory_used_mb_max": "memory_u
 GPU_TELEMETRY |= {"sm_clock_mhz_mean": "sm_clock_mhz_mean", "temperature_c_max": "temperature_c_max"}
 
 
-def telemetry(check, run: str, trained: dict[str, Any]) -> dict[str, Any]:
-    u = read_json(check.run_dir(run) / "utilization.json")
+def telemetry(c: Context, run: str, trained: dict[str, Any]) -> dict[str, Any]:
+    u = read_json(c.run_dir(run) / "utilization.json")
     tele = (u or {}).get("telemetry", {})
     gpu = (tele.get("gpus") or [{}])[0]
     energy = (u or {}).get("energy", {})
@@ -269,18 +331,17 @@ def telemetry(check, run: str, trained: dict[str, Any]) -> dict[str, Any]:
         "inference_energy_per_item_j": (u or {}).get("inference_telemetry", {}).get("energy_per_item_j"),
         "samples": tele.get("samples"),
         "interval_s": tele.get("interval_s"),
-        "process_rss_mb_max": tele.get("process_rss_mb_max"),
     }
     device = trained.get("device")
 
     def why(key: str) -> str:
         if u is None:
-            return step_reason(check, f"utilization/{run}")
+            return c.step_reason(RUN_STEP[run])
         cpu = "" if on_gpu(device) else no_gpu(device) + "; "
         if key in ("energy_to_accuracy_j", "wall_energy_to_accuracy_j", "run_energy_j"):
             return cpu + (energy.get("reason") or "no energy meter")
         if key == "inference_energy_per_item_j":
-            return cpu + ("no inference step's samples with energy" if run in ("fastnet", "resnet20-dawn") else "no inference step for this run")
+            return cpu + "no samples with energy while answering"
         if key == "gpu_device" or key in GPU_TELEMETRY:
             return (cpu or "NVML gave no such samples: ") + str(tele.get("sources", {}).get("gpu", ""))
         return "not in utilization.json"
@@ -288,28 +349,26 @@ def telemetry(check, run: str, trained: dict[str, Any]) -> dict[str, Any]:
     return with_reasons(values, why)
 
 
-def utilization(check, run: str) -> dict[str, Any]:
-    u = read_json(check.run_dir(run) / "utilization.json")
+def utilization(c: Context, run: str) -> dict[str, Any]:
+    u = read_json(c.run_dir(run) / "utilization.json")
     peak, flops = (u or {}).get("peak", {}), (u or {}).get("flops", {})
     values = {
         "precision": (u or {}).get("precision"),
         "peak_device": peak.get("device"),
         "peak_method": peak.get("method"),
         "peak_tflops": peak.get("compute_tflops"),
-        "peak_memory_gbps": peak.get("memory_gbps"),
         "peak_source": peak.get("source"),
         "flops_per_item": flops.get("flops_per_item"),
-        "arithmetic_intensity": flops.get("arithmetic_intensity"),
         "achieved_tflops_median": (u or {}).get("achieved_tflops_median"),
         "fraction_of_peak_median": (u or {}).get("fraction_of_peak_median"),
     }
 
     def why(key: str) -> str:
         if u is None:
-            return step_reason(check, f"utilization/{run}")
+            return c.step_reason(RUN_STEP[run])
         if key in ("peak_tflops", "fraction_of_peak_median", "peak_method"):
             return peak.get("source") or "no peak"
-        if key in ("flops_per_item", "arithmetic_intensity", "achieved_tflops_median"):
+        if key in ("flops_per_item", "achieved_tflops_median"):
             return flops.get("reason") or "FLOPs not counted"
         return "not in utilization.json"
 
@@ -317,33 +376,36 @@ def utilization(check, run: str) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- comparisons
-def ratio(a: float | None, b: float | None) -> float | None:
-    return a / b if a is not None and b else None
+NCCL_VERSION = re.compile(r"NCCL version (\S+)")
 
 
-def ddp(dp: dict[str, Any], single: dict[str, Any]) -> dict[str, Any]:
+def ddp(c: Context, dp: dict[str, Any], single: dict[str, Any]) -> dict[str, Any]:
     dist = dp.get("distributed") or {}
     device = dp.get("device")
     expected = "nccl" if on_gpu(device) else "gloo"
+    log = c.out / "pipeline" / "results" / "logs" / "train" / "fastnet-ddp1" / "seed0.log"
+    nccl = NCCL_VERSION.search(log.read_text(encoding="utf-8", errors="replace")) if log.is_file() else None
     values = {
+        "what_it_exercises": "the launcher (torchrun), the process group and DDP's wrapping at world size 1; no communication between GPUs (one rank)",
         "device": device,
         "backend": dist.get("backend"),
         "expected_backend": expected if device else None,
         "launcher": dist.get("launcher"),
         "world_size": dist.get("world_size"),
         "nccl": (dist.get("backend") == "nccl") if on_gpu(device) else None,
+        "nccl_version": nccl.group(1) if nccl else None,
         "data_parallel_path_taken": (dist.get("backend") == expected and dist.get("launcher") == "torchrun") if device else None,
         "time_to_accuracy_s": dp.get("time_to_accuracy_s"),
         "epoch_seconds_median": dp.get("epoch_seconds_median"),
-        "threads": dp.get("threads"),  # torchrun starts a rank with 1 CPU thread unless the job gives --threads
         "single_process_epoch_seconds_median": single.get("epoch_seconds_median"),
-        "single_process_threads": single.get("threads"),
         "ddp_over_single_epoch_time": ratio(dp.get("epoch_seconds_median"), single.get("epoch_seconds_median")),
     }
 
     def why(key: str) -> str:
-        if key == "nccl" and device:
+        if key in ("nccl", "nccl_version") and device and not on_gpu(device):
             return f"no GPU: the rank ran on {device}, so gloo (NCCL is between GPUs)"
+        if key == "nccl_version":
+            return "the run's log has no 'NCCL version' line (NCCL_DEBUG=INFO prints it when NCCL starts)"
         if key in ("backend", "launcher", "world_size") and device:
             return "the data-parallel path was not taken: run.json's result.distributed says none"
         if key.startswith("single_process_"):
@@ -359,52 +421,221 @@ def ddp(dp: dict[str, Any], single: dict[str, Any]) -> dict[str, Any]:
 
 def gpu_vs_cpu(gpu_run: dict[str, Any], cpu_run: dict[str, Any]) -> dict[str, Any]:
     gpu_ok = on_gpu(gpu_run.get("device"))
+    # the GPU's first epoch holds its warm-up; the CPU's epochs are compared with the GPU's after it where there are
+    gpu_epoch = gpu_run.get("epoch_seconds_after_first") or gpu_run.get("epoch_seconds_median")
     values = {
         "gpu": gpu_run.get("gpu"),
         "gpu_time_to_accuracy_s": gpu_run.get("time_to_accuracy_s") if gpu_ok else None,
         "cpu_time_to_accuracy_s": cpu_run.get("time_to_accuracy_s"),
         "cpu_over_gpu_time_to_accuracy": ratio(cpu_run.get("time_to_accuracy_s"), gpu_run.get("time_to_accuracy_s")) if gpu_ok else None,
-        "gpu_epoch_seconds_median": gpu_run.get("epoch_seconds_median") if gpu_ok else None,
+        "gpu_epoch_seconds": gpu_epoch if gpu_ok else None,
         "cpu_epoch_seconds_median": cpu_run.get("epoch_seconds_median"),
-        "cpu_over_gpu_epoch_time": ratio(cpu_run.get("epoch_seconds_median"), gpu_run.get("epoch_seconds_median")) if gpu_ok else None,
+        "cpu_epochs": cpu_run.get("epochs_run"),
+        "cpu_over_gpu_epoch_time": ratio(cpu_run.get("epoch_seconds_median"), gpu_epoch) if gpu_ok else None,
         "cpu_threads": cpu_run.get("threads"),
     }
 
     def why(key: str) -> str:
         if not gpu_ok and (key.startswith("gpu") or "over_gpu" in key):
             return no_gpu(gpu_run.get("device")) + " (both runs on the CPU: no ratio)"
+        if key == "cpu_time_to_accuracy_s" and cpu_run.get("epochs_from") and cpu_run.get("run_json") is None:
+            return "the CPU run was cut at its time cap before the threshold: its seconds per epoch are measured, its time to accuracy is not"
+        if key == "cpu_over_gpu_time_to_accuracy":
+            return "no CPU time to accuracy: " + (cpu_run.get("reasons") or {}).get("time_to_accuracy_s", "not measured")
         source = cpu_run if key.startswith("cpu") else gpu_run
         return (source.get("reasons") or {}).get(key.replace("cpu_", "").replace("gpu_", ""), "not measured")
 
     return with_reasons(values, why)
 
 
+def program(c: Context, trained: dict[str, Any], inferred: dict[str, Any]) -> dict[str, Any]:
+    info = read_json(c.run_dir("torch-fmnist") / "run.json")
+    prog = (info or {}).get("program") or {}
+    providers = (c.probe or {}).get("onnxruntime_providers") or []
+    scorer = "CUDAExecutionProvider" if "CUDAExecutionProvider" in providers else "CPUExecutionProvider" if providers else None
+    backends = inferred.get("backends") or {}
+    values = {
+        "device": trained.get("device"),
+        "precision": trained.get("precision"),
+        "time_to_accuracy_s": trained.get("time_to_accuracy_s"),
+        "epochs_to_accuracy": trained.get("epochs_to_accuracy"),
+        "epoch_seconds_median": trained.get("epoch_seconds_median"),
+        "model_format": prog.get("model_format"),
+        "scored_by": f"ONNX Runtime, {scorer}" if scorer and prog.get("model_format") == "onnx" else None,
+        "inference_devices": {b: r["device"] for b, r in backends.items()} or None,
+        "excluded": prog.get("excluded"),
+    }
+
+    def why(key: str) -> str:
+        if key == "scored_by":
+            return "the run has no ONNX model, or the probe saw no ONNX Runtime" if info else c.step_reason("torch-fmnist")
+        if key == "excluded":
+            return "ranked: nothing excluded it"
+        if key == "inference_devices":
+            return inferred["reasons"].get("backends", "no inference result")
+        return (trained.get("reasons") or {}).get(key) or c.step_reason("torch-fmnist")
+
+    return with_reasons(values, why)
+
+
+# ---------------------------------------------------------------- references
+def gpu_step_reason(c: Context, name: str) -> str:
+    if c.mode != "gpu":
+        return "no GPU in a dry run: the reference times work on a GPU with CUDA events"
+    return c.step_reason(name)
+
+
+def peak_reference(c: Context) -> dict[str, Any]:
+    p = read_json(c.files / "peak.json")
+    precisions = {}
+    for precision, r in ((p or {}).get("precisions") or {}).items():
+        precisions[precision] = {
+            "measured_tflops": r["tflops_best"],
+            "measured_tflops_median": r["tflops_median"],
+            "n": r["n"],
+            "datasheet_tflops": r["datasheet_tflops"],
+            "measured_over_datasheet": r["measured_over_datasheet"],
+            "within": within(r["measured_over_datasheet"], "peak"),
+        }
+    values = {
+        "device_name": (p or {}).get("device_name"),
+        "datasheet_row": ((p or {}).get("datasheet") or {}).get("device"),
+        "tf32_allowed": (p or {}).get("tf32_allowed"),
+        "precisions": precisions or None,
+        "tolerance": list(TOLERANCE["peak"]),
+    }
+    return with_reasons(values, lambda k: gpu_step_reason(c, "peak") if p is None else "peaks.yaml has no row for this card")
+
+
+def utilization_reason(c: Context, key: str, u: dict[str, Any], measured: float | None) -> str:
+    """Why a field of a run's utilization reference is null."""
+    own = (u.get("reasons") or {}).get("achieved_tflops_median")
+    if key == "achieved_tflops_median" or (key in ("achieved_over_matmul", "within") and own and measured is not None):
+        return own or "not measured"
+    if key in ("datasheet_tflops", "fraction_of_datasheet"):
+        return (u.get("reasons") or {}).get("peak_tflops") or f"the run's peak is not a datasheet figure: {u.get('peak_source')}"
+    if key == "precision":
+        return (u.get("reasons") or {}).get("precision", "not measured")
+    return f"no matrix product of the run's precision ({u.get('precision')}): " + gpu_step_reason(c, "peak")
+
+
+def utilization_reference(c: Context, utils: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    p = read_json(c.files / "peak.json")
+    rows = {}
+    for run, u in utils.items():
+        measured = (((p or {}).get("precisions") or {}).get(u.get("precision") or "") or {}).get("tflops_best")
+        achieved = u.get("achieved_tflops_median")
+        r = ratio(achieved, measured)
+        rows[run] = {
+            "precision": u.get("precision"),
+            "achieved_tflops_median": achieved,
+            "matmul_tflops": measured,
+            "achieved_over_matmul": r,
+            "datasheet_tflops": u.get("peak_tflops") if u.get("peak_method") == "datasheet" else None,
+            "fraction_of_datasheet": u.get("fraction_of_peak_median") if u.get("peak_method") == "datasheet" else None,
+            "within": within(r, "utilization"),
+        }
+        rows[run] = with_reasons(rows[run], lambda k, u=u, measured=measured: utilization_reason(c, k, u, measured))
+    return {"runs": rows, "tolerance": list(TOLERANCE["utilization"])}
+
+
+def clock_reference(c: Context) -> dict[str, Any]:
+    r = read_json(c.files / "clock" / "clock.json")
+    values = {
+        "entry": (r or {}).get("entry"),
+        "device": (r or {}).get("device"),
+        "epochs": (r or {}).get("epochs"),
+        "clock_total_s": (r or {}).get("clock_total_s"),
+        "events_total_s": (r or {}).get("events_total_s"),
+        "tsv_total_s": (r or {}).get("tsv_total_s"),
+        "clock_over_events": (r or {}).get("clock_over_events"),
+        "within": within((r or {}).get("clock_over_events"), "training_clock"),
+        "tolerance": list(TOLERANCE["training_clock"]),
+    }
+    return with_reasons(values, lambda k: gpu_step_reason(c, "clock"))
+
+
+def latency_reference(c: Context) -> dict[str, Any]:
+    r = read_json(c.files / "latency.json")
+    backends = {}
+    for name, b in ((r or {}).get("backends") or {}).items():
+        backends[name] = {
+            **b,
+            "within": within(b.get("clock_over_events"), "inference_latency"),
+            "stage_within": within(b.get("stage_over_events"), "inference_latency"),
+        }
+    values = {"items": (r or {}).get("items"), "backends": backends or None, "tolerance": list(TOLERANCE["inference_latency"])}
+    return with_reasons(values, lambda k: gpu_step_reason(c, "latency"))
+
+
+def energy_reference(c: Context, run: str, trained: dict[str, Any], energy_counter: bool | None) -> dict[str, Any]:
+    u = read_json(c.run_dir(run) / "utilization.json")
+    e = (u or {}).get("energy") or {}
+    upto = e.get("threshold_epoch")
+    epochs = [x for x in (u or {}).get("epochs", []) if upto is not None and x["epoch"] <= upto]
+    power_time = None
+    if epochs and all(x.get("mean_power_w") is not None for x in epochs):
+        power_time = sum(x["mean_power_w"] * x["train_seconds"] for x in epochs)
+    figure = e.get("energy_to_accuracy_j")
+    r = ratio(figure, power_time)
+    values = {
+        "energy_to_accuracy_j": figure,
+        "source": e.get("source"),
+        "mean_power_times_time_j": power_time,
+        "counter_over_power_time": r if energy_counter else None,
+        "within": within(r, "energy") if energy_counter else None,
+        "tolerance": list(TOLERANCE["energy"]),
+    }
+
+    def why(key: str) -> str:
+        if u is None:
+            return c.step_reason(RUN_STEP[run])
+        if not on_gpu(trained.get("device")):
+            return no_gpu(trained.get("device"))
+        if key in ("counter_over_power_time", "within") and not energy_counter:
+            return "the GPU has no energy counter: the energy figure is itself power integrated over time, no independent reference"
+        if key == "mean_power_times_time_j":
+            return "no power samples in every epoch up to the threshold"
+        return e.get("reason") or "not measured"
+
+    return with_reasons(values, why)
+
+
 # ---------------------------------------------------------------- the whole
-def summarize(check) -> dict[str, Any]:
-    b = check.budget
-    trained = {run: training(check, run) for run in RUNS}
-    infer_steps = {"fastnet (compile)": "compile"}
+def summarize(out: Path, doc: dict[str, Any], mode: str) -> dict[str, Any]:
+    c = Context(out, doc, mode)
+    m = machine(c)
+    trained = {run: training(c, run) for run in RUN_STEP}
+    inferred = {run: inference(c, run) for run in INFERENCE_RUNS}
+    utils = {run: utilization(c, run) for run in INFERENCE_RUNS}
+    counter = (m.get("gpu") or {}).get("energy_counter")
     return {
         "name": "gpu_check",
-        "mode": b.mode,
-        "started": check.started,
-        "updated": now(),
-        "elapsed_s": round(check.elapsed(), 1),
-        "load_average": {"start": check.load_start, "end": list(os.getloadavg())},  # was anything else running on the machine
-        "commit": gpu_bundle.bundle_commit(check.bundle),
-        "budget": {k: v for k, v in b.__dict__.items()},
-        "machine": machine(check),
-        "bundle": {"wheels": check.install_plan},
-        "steps": check.steps,
+        "mode": mode,
+        "started": doc.get("started"),
+        "updated": doc.get("updated") or now(),
+        "invocations": doc.get("invocations", []),
+        "commit": commit(c),
+        "machine": m,
+        "steps": doc.get("steps", {}),
         "training": trained,
-        "inference": {name: inference(check, run, out, infer_steps.get(name, "infer")) for name, (run, out) in INFERENCE.items()},
-        "telemetry": {run: telemetry(check, run, trained[run]) for run in RUNS},
-        "utilization": {run: utilization(check, run) for run in RUNS},
-        "ddp": ddp(trained["fastnet-ddp1"], trained["fastnet"]),
-        "gpu_vs_cpu": gpu_vs_cpu(trained["fastnet"], trained["fastnet-cpu"]),
+        "inference": inferred,
+        "telemetry": {run: telemetry(c, run, trained[run]) for run in INFERENCE_RUNS},
+        "utilization": utils,
+        "ddp": ddp(c, trained["fastnet-ddp1"], trained["fastnet"]),
+        "gpu_vs_cpu": gpu_vs_cpu(trained["fastnet"], {**trained["fastnet-cpu"], "run_json": read_json(c.run_dir("fastnet-cpu") / "run.json")}),
+        "program": program(c, trained["torch-fmnist"], inferred["torch-fmnist"]),
+        "references": {
+            "peak": peak_reference(c),
+            "utilization": utilization_reference(c, utils),
+            "training_clock": clock_reference(c),
+            "inference_latency": latency_reference(c),
+            "energy": {run: energy_reference(c, run, trained[run], counter) for run in INFERENCE_RUNS},
+        },
     }
 
 
+# ---------------------------------------------------------------- the text
 def _n(x: float | None, fmt: str = "{:.1f}", none: str = "-") -> str:
     return fmt.format(x) if x is not None else none
 
@@ -412,13 +643,13 @@ def _n(x: float | None, fmt: str = "{:.1f}", none: str = "-") -> str:
 def text(s: dict[str, Any]) -> str:
     """The summary printed last (and gpu_check.txt)."""
     m = s["machine"]
-    counts = {k: sum(1 for st in s["steps"] if st["status"] == k) for k in ("ok", "failed", "timeout", "skipped")}
-    gpu = (m.get("gpu") or {}).get("torch_name") or "no GPU"
+    counts = {k: sum(1 for st in s["steps"].values() if st["status"] == k) for k in ("ok", "failed", "timeout", "skipped", "interrupted")}
+    gpu = (m.get("gpu") or {}).get("name") or "no GPU"
+    torch = m.get("torch") or {}
     lines = [
-        f"gpu check ({s['mode']}) on {gpu}, commit {str(s['commit'].get('commit'))[:10]}: "
-        + ", ".join(f"{v} {k}" for k, v in counts.items())
-        + f", {s['elapsed_s']:.0f} s",
-        f"peak row: {(m.get('peak_row') or {}).get('device') or m['reasons'].get('peak_row', '-')}",
+        f"gpu check ({s['mode']}) on {gpu}, driver {m.get('driver') or '-'}, torch {torch.get('version', '-')} (CUDA {torch.get('cuda') or '-'}, "
+        f"{torch.get('origin') or '-'}), commit {str(s['commit'].get('commit') or s['commit'].get('bundle_commit'))[:10]}: "
+        + ", ".join(f"{v} {k}" for k, v in counts.items() if v),
         "",
         f"{'training':<16}{'device':<9}{'precision':<10}{'to threshold':>14}{'epochs':>8}{'s/epoch':>9}{'items/s':>10}",
     ]
@@ -428,14 +659,14 @@ def text(s: dict[str, Any]) -> str:
             f"{_n(t['epochs_to_accuracy'], '{:.0f}'):>8}{_n(t['epoch_seconds_median'], '{:.2f}'):>9}{_n(t['items_per_second_median'], '{:,.0f}'):>10}"
         )
     lines += ["", f"{'inference':<30}{'device':<9}{'ms/item':>9}{'p99':>9}   items/s at batch 1 / 8 / 64 / 256"]
-    for name, inf in s["inference"].items():
+    for run, inf in s["inference"].items():
         for backend, r in (inf["backends"] or {}).items():
             tp = r["throughput_items_per_second"] or {}
             lines.append(
-                f"{name + ' ' + backend:<30}{r['device']:<9}{r['latency_mean_ms']:>9.3f}{r['latency_p99_ms']:>9.3f}   "
-                + " / ".join(_n(tp.get(k), "{:,.0f}") for k in ("1", "8", "64", "256"))
+                f"{run + ' ' + backend:<30}{r['device']:<9}{r['latency_mean_ms']:>9.3f}{r['latency_p99_ms']:>9.3f}   "
+                + " / ".join(_n(tp.get(k), "{:,.0f}") for k in BATCHES)
             )
-        lines += [f"{name + ' ' + f['backend']:<30}failed: {f['reason'][:90]}" for f in inf["failed"]]
+        lines += [f"{run + ' ' + f['backend']:<30}failed: {f['reason'][:90]}" for f in inf["failed"]]
     lines += ["", f"{'telemetry':<16}{'power W':>9}{'mem MB':>9}{'energy to thr. J':>18}   {'achieved TFLOP/s':>17}{'of peak':>9}"]
     for run in s["telemetry"]:
         t, u = s["telemetry"][run], s["utilization"][run]
@@ -443,17 +674,41 @@ def text(s: dict[str, Any]) -> str:
             f"{run:<16}{_n(t['power_w_mean']):>9}{_n(t['memory_used_mb_max'], '{:.0f}'):>9}{_n(t['energy_to_accuracy_j']):>18}   "
             f"{_n(u['achieved_tflops_median'], '{:.3f}'):>17}{_n(u['fraction_of_peak_median'], '{:.2%}'):>9}"
         )
-    d, g = s["ddp"], s["gpu_vs_cpu"]
+    d, g, refs = s["ddp"], s["gpu_vs_cpu"], s["references"]
     lines += [
         "",
         f"ddp: backend {d['backend']} (expected {d['expected_backend']}) via {d['launcher']}, world size {d['world_size']}: "
         f"{_n(d['epoch_seconds_median'], '{:.2f}')} s/epoch against {_n(d['single_process_epoch_seconds_median'], '{:.2f}')} in one process",
-        f"gpu vs cpu (fastnet): to threshold {_n(g['gpu_time_to_accuracy_s'])} s vs {_n(g['cpu_time_to_accuracy_s'])} s "
-        f"({_n(g['cpu_over_gpu_time_to_accuracy'], '{:.1f}x')}); per epoch {_n(g['cpu_over_gpu_epoch_time'], '{:.1f}x')}"
-        + (f" ({g['reasons'].get('cpu_over_gpu_epoch_time')})" if g["cpu_over_gpu_epoch_time"] is None else ""),
+        f"gpu vs cpu (fastnet): per epoch {_n(g['cpu_over_gpu_epoch_time'], '{:.1f}x')}"
+        + (f" ({g['reasons'].get('cpu_over_gpu_epoch_time')})" if g["cpu_over_gpu_epoch_time"] is None else "")
+        + f"; to threshold {_n(g['cpu_over_gpu_time_to_accuracy'], '{:.1f}x')}",
+        "",
+        "references (figure / reference, within tolerance):",
     ]
-    for status in ("failed", "timeout", "skipped"):
-        listed = [st for st in s["steps"] if st["status"] == status]
+    for precision, r in (refs["peak"]["precisions"] or {}).items():
+        lines.append(
+            f"  matmul {precision}: {_n(r['measured_tflops'])} TFLOP/s measured, {_n(r['datasheet_tflops'])} datasheet ({_n(r['measured_over_datasheet'], '{:.2f}')}, {r['within']})"
+        )
+    if not refs["peak"]["precisions"]:
+        lines.append(f"  matmul: {refs['peak']['reasons'].get('precisions')}")
+    for run, r in refs["utilization"]["runs"].items():
+        lines.append(f"  utilization {run}: achieved / matmul {_n(r['achieved_over_matmul'], '{:.3f}')} ({r['within']})")
+    tc = refs["training_clock"]
+    lines.append(
+        f"  training clock / CUDA events: {_n(tc['clock_over_events'], '{:.4f}')} ({tc['within']})"
+        + (f" ({tc['reasons'].get('clock_over_events')})" if tc["clock_over_events"] is None else "")
+    )
+    il = refs["inference_latency"]
+    for name, b in (il["backends"] or {}).items():
+        lines.append(
+            f"  latency {name} / CUDA events: {_n(b['clock_over_events'], '{:.3f}')} ({b['within']}); the stage's: {_n(b['stage_over_events'], '{:.3f}')}"
+        )
+    if not il["backends"]:
+        lines.append(f"  latency / CUDA events: {il['reasons'].get('backends')}")
+    for run, e in refs["energy"].items():
+        lines.append(f"  energy {run}: counter / (mean power x time) {_n(e['counter_over_power_time'], '{:.3f}')} ({e['within']})")
+    for status in ("failed", "timeout", "skipped", "interrupted"):
+        listed = [(n, st) for n, st in s["steps"].items() if st["status"] == status]
         if listed:
-            lines += ["", f"{status}:"] + [f"  {st['name']}: {st.get('reason', '')[:200]}" for st in listed]
+            lines += ["", f"{status}:"] + [f"  {n}: {st.get('reason', '')[:200]}" for n, st in listed]
     return "\n".join(lines) + "\n"
