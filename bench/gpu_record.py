@@ -1,14 +1,14 @@
-"""The GPU check's gpu_check.json (bench/gpu_check.sh, brought back from the
-device machine's $OUT) as a record of bench/record.py, so that the docs'
-GPU figures are generated from what the check measured, never typed:
+"""The GPU check's gpu_check.json (bash bench/gpu_check.sh --out DIR) as a
+record of bench/record.py, so that the docs' GPU figures are generated from
+what the check measured, never typed:
 
-    python bench/gpu_record.py /work/.device/<call>/gpu_check.json      # -> docs/measurements/gpu_check.json
+    python bench/gpu_record.py DIR/gpu_check.json        # -> docs/measurements/gpu_check.json; then make docs
 
-The record's machine, commit, date, command and load average are the device
-machine's, where the check measured (the check keeps them), not those of the
-machine this script runs on; its result is the check's JSON as it is. A dry
-run's JSON (``--cpu-dry-run``) is refused, unless ``--allow-dry-run`` asks
-for it, and then becomes ``gpu_check-cpu-dry-run.json``, never the GPU
+The record's machine, commit, date, command and load average are those of
+the GPU machine, where the check measured (the check keeps them), not those
+of the machine this script runs on; its result is the check's JSON as it is.
+A dry run's JSON (``--cpu-dry-run``) is refused, unless ``--allow-dry-run``
+asks for it, and then becomes ``gpu_check-cpu-dry-run.json``, never the GPU
 record. A file that is not a GPU check's JSON is one line naming it and why.
 """
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from record import RECORDS, write_record  # noqa: E402
 
 from dawnpipe.fileio import write_json  # noqa: E402
 
-COMMAND = "bash bench/gpu_check.sh  # on the device machine: run tool, carry ['.gpu-bundle'], after bench/gpu_check.sh prepare"
+REQUIRED = {"mode": str, "machine": dict, "steps": dict, "training": dict, "commit": dict, "invocations": list}
 
 
 def read_check(path: Path) -> dict[str, Any]:
@@ -39,27 +40,59 @@ def read_check(path: Path) -> dict[str, Any]:
         raise SystemExit(f"gpu_record: {path}: not JSON: {e}") from None
     if not isinstance(doc, dict) or doc.get("name") != "gpu_check":
         raise SystemExit(f"gpu_record: {path}: field 'name': not a GPU check's JSON (expected \"gpu_check\", from bench/gpu_check.sh)")
-    for field in ("mode", "machine", "steps", "training", "commit"):
+    for field, kind in REQUIRED.items():
         if field not in doc:
             raise SystemExit(f"gpu_record: {path}: field '{field}': missing")
+        if not isinstance(doc[field], kind):
+            raise SystemExit(f"gpu_record: {path}: field '{field}': expected a {kind.__name__}, got {type(doc[field]).__name__}")
     return doc
 
 
-def device_machine(check: dict[str, Any]) -> dict[str, Any]:
-    """The record's machine (bench/record.py's keys) from the check's probe of the device machine."""
+def gpu_machine(check: dict[str, Any]) -> dict[str, Any]:
+    """The record's machine (bench/record.py's keys) from the check's probe of the GPU machine."""
     m = check["machine"]
     gpu = m.get("gpu") or {}
+    torch = m.get("torch") or {}
     return {
         "cpu_model": m.get("cpu_model"),
         "cpu_count": m.get("cpu_count"),
         "memory_gib": m.get("memory_gib"),
         "platform": m.get("platform"),
         "python": m.get("python"),
-        "torch": m.get("torch"),
-        "gpus": [gpu["torch_name"]] * int(gpu.get("devices") or 1) if gpu.get("torch_name") else [],
+        "torch": torch.get("version"),
+        "gpus": [gpu["name"]] * int(gpu.get("devices") or 1) if gpu.get("name") else [],
         "cuda": m.get("cuda"),
-        "driver": gpu.get("driver"),
+        "driver": m.get("driver"),
     }
+
+
+def command(check: dict[str, Any]) -> str:
+    """How the check was run: its first call, and the steps called again after it (the folder shown as DIR)."""
+
+    def shown(argv: list[str]) -> str:
+        words, skip = [], False
+        for w in argv[1:] if argv[:1] == ["run"] else argv:
+            if skip:
+                words.append("DIR")
+                skip = False
+            elif w == "--out":
+                words.append(w)
+                skip = True
+            elif w.startswith("--out="):
+                words.append("--out=DIR")
+            elif w != "--record-dir":
+                words.append(w)
+        return shlex.join(["bash", "bench/gpu_check.sh", *words])
+
+    calls = [shown(i.get("argv") or []) for i in check["invocations"]]
+    return calls[0] + "".join(f", then {c}" for c in calls[1:]) if calls else "bash bench/gpu_check.sh --out DIR"
+
+
+def load_average(check: dict[str, Any]) -> dict[str, Any] | None:
+    calls = check["invocations"]
+    if not calls:
+        return None
+    return {"start": calls[0].get("load_average", {}).get("start"), "end": calls[-1].get("load_average", {}).get("end")}
 
 
 def record(path: Path, out_dir: Path, allow_dry_run: bool = False) -> Path:
@@ -73,13 +106,14 @@ def record(path: Path, out_dir: Path, allow_dry_run: bool = False) -> Path:
         name = f"gpu_check-{check['mode']}"
     written = write_record(name, check, out_dir=out_dir, argv=[str(Path(__file__)), str(path)])
     doc = json.loads(written.read_text(encoding="utf-8"))
+    c = check["commit"]
     doc.update(
-        command=COMMAND if check["mode"] == "gpu" else "bench/gpu_check.sh --cpu-dry-run",
+        command=command(check),
         date=check.get("started"),
-        commit=check["commit"].get("commit"),
-        dirty=check["commit"].get("dirty"),
-        machine=device_machine(check),
-        load_average=check.get("load_average"),
+        commit=c.get("commit") or c.get("bundle_commit"),
+        dirty=c.get("dirty") if c.get("commit") else c.get("bundle_dirty"),
+        machine=gpu_machine(check),
+        load_average=load_average(check),
     )
     write_json(written, doc)
     return written
@@ -87,7 +121,7 @@ def record(path: Path, out_dir: Path, allow_dry_run: bool = False) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python bench/gpu_record.py", description=__doc__.split("\n\n")[0])
-    p.add_argument("check_json", type=Path, help="gpu_check.json brought back from the device machine")
+    p.add_argument("check_json", type=Path, help="DIR/gpu_check.json of the GPU check")
     p.add_argument("--record-dir", type=Path, default=RECORDS, help="where the record goes (default docs/measurements)")
     p.add_argument("--allow-dry-run", action="store_true", help="record a --cpu-dry-run JSON too (as gpu_check-cpu-dry-run.json)")
     args = p.parse_args(argv)

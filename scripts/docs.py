@@ -43,7 +43,7 @@ COMMANDS = {
     "telemetry_overhead": "python bench/telemetry_overhead.py --record",
     "program_overhead": "python bench/program_overhead.py --record",
     "default_run": "python bench/default_run.py --record",
-    "gpu_check": "bash bench/gpu_check.sh` on a device machine (docs/gpu.md), then `python bench/gpu_record.py gpu_check.json",
+    "gpu_check": "bash bench/gpu_check.sh --out DIR` on a machine with one NVIDIA GPU, then `python bench/gpu_record.py DIR/gpu_check.json",
 }
 
 
@@ -413,6 +413,142 @@ def render_default_run(r: dict[str, Any]) -> list[str]:
     ]
 
 
+def _verdict(within: bool | None, tolerance: list[float]) -> str:
+    shown = f"{tolerance[0]:g}-{tolerance[1]:g}"
+    return "-" if within is None else f"yes ({shown})" if within else f"**no** ({shown})"
+
+
+def render_gpu_check(r: dict[str, Any]) -> list[str]:
+    """The GPU check (bench/gpu_check.sh): what it ran on, its figures, each beside its reference."""
+    s = r["result"]
+    m, steps = s["machine"], s["steps"]
+    gpu = (m.get("gpu") or {}).get("name") or "no GPU"
+    torch = m.get("torch") or {}
+    counts = ", ".join(f"{n} {k}" for k in ("ok", "failed", "timeout", "skipped", "interrupted") if (n := sum(st["status"] == k for st in steps.values())))
+    out = [
+        f"**{gpu}**, driver {m.get('driver') or '-'} (CUDA {m.get('driver_cuda') or '-'}); torch {torch.get('version') or '-'} built for CUDA "
+        f"{torch.get('cuda') or '-'} ({torch.get('origin') or '-'}); steps: {counts}.",
+        "",
+    ]
+    rows = [
+        [
+            f"`{run}`",
+            t.get("device") or "-",
+            t.get("precision") or "-",
+            f"{num(t['time_to_accuracy_s'], 1, ' s')} to {t['threshold']:g}%"
+            if t.get("reached")
+            else f"did not reach {t['threshold']:g}%"
+            if t.get("reached") is False
+            else "-",
+            "-" if t.get("epochs_to_accuracy") is None else f"{t['epochs_to_accuracy']:g}",
+            num(t.get("epoch_seconds_median"), 2),
+            num(t.get("epoch_seconds_after_first"), 2),
+        ]
+        for run, t in s["training"].items()
+    ]
+    out += table(["run", "device", "precision", "time to the threshold", "epochs", "s / epoch", "after the first"], rows) + [""]
+    rows = []
+    for run, inf in s["inference"].items():
+        for backend, b in (inf.get("backends") or {}).items():
+            tp = b.get("throughput_items_per_second") or {}
+            rows.append(
+                [f"`{run}` {backend}", b["device"], num(b["latency_mean_ms"], 3), num(b["latency_p99_ms"], 3)]
+                + [num(tp.get(k), 0) for k in ("1", "8", "64", "256")]
+            )
+        rows += [[f"`{run}` {f['backend']}", "failed", f["reason"][:80], "", "", "", "", ""] for f in inf.get("failed") or []]
+    if rows:
+        out += table(["inference", "device", "ms / item", "p99 ms", "items/s at 1", "8", "64", "256"], rows) + [""]
+    rows = []
+    for run, t in s["telemetry"].items():
+        u, ref = s["utilization"][run], s["references"]["utilization"]["runs"].get(run, {})
+        rows.append(
+            [
+                f"`{run}`",
+                num(t.get("power_w_mean"), 0),
+                num(t.get("energy_to_accuracy_j"), 0, " J"),
+                num(u.get("achieved_tflops_median"), 3),
+                pct(ref.get("fraction_of_datasheet")),
+                pct(ref.get("achieved_over_matmul")),
+            ]
+        )
+    out += table(["run", "mean power W", "energy to the threshold", "achieved TFLOP/s", "of the datasheet peak", "of the measured matrix product"], rows) + [""]
+    refs = s["references"]
+    rows = []
+    for precision, p in (refs["peak"].get("precisions") or {}).items():
+        rows.append(
+            [
+                f"{precision} matrix product, {p['n']}²: {num(p['measured_tflops'], 1)} TFLOP/s",
+                f"the datasheet's {num(p['datasheet_tflops'], 1)} TFLOP/s",
+                ratio(p["measured_over_datasheet"]),
+                _verdict(p["within"], refs["peak"]["tolerance"]),
+            ]
+        )
+    for run, u in refs["utilization"]["runs"].items():
+        if u.get("achieved_over_matmul") is not None:
+            rows.append(
+                [
+                    f"`{run}`'s achieved rate",
+                    f"the {u['precision']} matrix product",
+                    ratio(u["achieved_over_matmul"]),
+                    _verdict(u["within"], refs["utilization"]["tolerance"]),
+                ]
+            )
+    tc = refs["training_clock"]
+    if tc.get("clock_over_events") is not None:
+        rows.append(
+            [
+                f"`{tc['entry']}`'s training clock, {len(tc['epochs'])} epochs: {num(tc['clock_total_s'], 3, ' s')}",
+                f"CUDA events around the same epochs: {num(tc['events_total_s'], 3, ' s')}",
+                ratio(tc["clock_over_events"]),
+                _verdict(tc["within"], tc["tolerance"]),
+            ]
+        )
+    for backend, b in (refs["inference_latency"].get("backends") or {}).items():
+        rows.append(
+            [
+                f"`fastnet` {backend}, one item: {num(b['clock_mean_ms'], 4)} ms (the stage: {num(b['stage_mean_ms'], 4)} ms)",
+                f"CUDA events around the same items: {num(b['events_mean_ms'], 4)} ms",
+                ratio(b["clock_over_events"]),
+                _verdict(b["within"], refs["inference_latency"]["tolerance"]),
+            ]
+        )
+    for run, e in refs["energy"].items():
+        if e.get("counter_over_power_time") is not None:
+            rows.append(
+                [
+                    f"`{run}`: NVML's energy counter to the threshold, {num(e['energy_to_accuracy_j'], 0, ' J')}",
+                    f"mean power x time, same epochs: {num(e['mean_power_times_time_j'], 0, ' J')}",
+                    ratio(e["counter_over_power_time"]),
+                    _verdict(e["within"], e["tolerance"]),
+                ]
+            )
+    if rows:
+        out += table(["figure", "its reference, measured on the card in the same run", "ratio", "within"], rows) + [""]
+    d, g, p = s["ddp"], s["gpu_vs_cpu"], s["program"]
+    out.append(
+        f"DDP at world size 1: backend {d.get('backend') or '-'}"
+        + (f" (NCCL {d['nccl_version']})" if d.get("nccl_version") else "")
+        + f", launcher {d.get('launcher') or '-'}, {num(d.get('epoch_seconds_median'), 2)} s an epoch against {num(d.get('single_process_epoch_seconds_median'), 2)} "
+        "in one process; one rank, so the launcher and the process group are exercised, not communication between GPUs."
+    )
+    out.append("")
+    out.append(
+        f"The same entry on the machine's CPU: {num(g.get('cpu_epoch_seconds_median'), 1)} s an epoch over {g.get('cpu_epochs') or '-'} epoch(s), "
+        f"{ratio(g.get('cpu_over_gpu_epoch_time'))} the GPU's; to the threshold: {ratio(g.get('cpu_over_gpu_time_to_accuracy'))}"
+        + (f" ({g['reasons']['cpu_over_gpu_time_to_accuracy']})" if g.get("cpu_over_gpu_time_to_accuracy") is None and g.get("reasons") else "")
+        + "."
+    )
+    out.append("")
+    out.append(
+        f"The program entry `torch-fmnist` trained on {p.get('device') or '-'}, its model scored by {p.get('scored_by') or '-'}; "
+        f"inference: {', '.join(f'{b} on {dev}' for b, dev in (p.get('inference_devices') or {}).items()) or '-'}."
+    )
+    bad = [(n, st) for n, st in steps.items() if st["status"] not in ("ok",) and not st.get("by_design")]
+    if bad:
+        out += ["", "Steps that did not succeed:", ""] + [f"- `{n}`: {st['status']}: {st.get('reason', '')}" for n, st in bad]
+    return out
+
+
 def render_generic(r: dict[str, Any]) -> list[str]:
     rows = [[f"`{k}`", json.dumps(v, sort_keys=True) if isinstance(v, dict | list) else str(v)] for k, v in sorted(r.get("result", {}).items())]
     return table(["field", "value"], rows)
@@ -427,6 +563,7 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "program_overhead": render_program_overhead,
     "page_load": render_page_load,
     "default_run": render_default_run,
+    "gpu_check": render_gpu_check,
 }
 
 

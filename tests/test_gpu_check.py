@@ -4,11 +4,12 @@ its steps one by one (the JSON rewritten when each starts and ends, a step
 that fails or runs out of time leaving the others' results and its own
 reason, a later call's steps merged into the same folder), the references it
 measures on a GPU (run here with a stand-in for CUDA events: tests named
-"fake"), and the whole check end to end as its
+"fake"), the record and its rendering, and the whole check end to end as its
 CPU dry run, whose GPU figures must be null with a reason."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import signal
 import subprocess
@@ -28,6 +29,18 @@ import gpu_bundle
 import gpu_check
 import gpu_reference
 import gpu_summary
+
+
+def script(name: str):
+    """A module of scripts/, loaded from its file (scripts/ is not a package)."""
+    spec = importlib.util.spec_from_file_location(f"scripts_{name}", ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+docs = script("docs")
 
 SCRIPT = ROOT / "bench" / "gpu_check.sh"
 H100 = "NVIDIA H100 80GB HBM3"
@@ -428,6 +441,51 @@ def test_fake_gpu_summary_sets_each_figure_beside_its_reference(fake_gpu_check):
     assert s["machine"]["driver"] == "580.1" and s["machine"]["torch"]["origin"] == "this Python's own"
 
 
+def test_fake_gpu_record_and_its_rendering_in_the_docs(fake_gpu_check, tmp_path):
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "gpu_record.py"), str(fake_gpu_check / "gpu_check.json"), "--record-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=tool_env(),
+    )
+    assert done.returncode == 0, done.stderr
+    record = json.loads((tmp_path / "gpu_check.json").read_text())
+    s = json.loads((fake_gpu_check / "gpu_check.json").read_text())
+    assert record["result"] == s and record["date"] == s["started"] and record["command"] == "bash bench/gpu_check.sh --out DIR"
+    assert (
+        record["machine"]["gpus"] == [H100]
+        and record["machine"]["driver"] == "580.1"
+        and record["load_average"] == {"start": [0.1] * 3, "end": [1.0, 0.5, 0.2]}
+    )
+    page = tmp_path / "gpu.md"
+    page.write_text("# GPU\n\n<!-- generated: gpu_check.json -->\nold\n<!-- end generated -->\n")
+    text = docs.generate(page.read_text(), page)
+    e = s["references"]["energy"]["fastnet"]
+    assert f"**{H100}**, driver 580.1 (CUDA 13.0); torch 2.14.1 built for CUDA 13.0 (this Python's own)" in text
+    assert "| `fastnet` | cuda:0 | bf16 | 20.0 s to 93% | 2 | 10.00 | 10.00 |" in text
+    assert f"| {docs.ratio(e['counter_over_power_time'])} | yes (0.9-1.1) |" in text and "CUDA events around the same epochs" in text
+    assert "| `resnet20-dawn` | - | - | - | - | - | - |" in text  # not run: dashes, never a number from elsewhere
+
+
+def test_docs_say_not_measured_until_a_record_exists(tmp_path):
+    page = tmp_path / "gpu.md"
+    page.write_text("<!-- generated: measurements/gpu_check.json -->\n<!-- end generated -->\n")
+    assert docs.render_block(page, "measurements/gpu_check.json") == (
+        "Not measured yet: run `bash bench/gpu_check.sh --out DIR` on a machine with one NVIDIA GPU, "
+        "then `python bench/gpu_record.py DIR/gpu_check.json`, then `make docs`.\n"
+    )
+
+
+def test_gpu_record_names_a_file_that_is_not_a_check(tmp_path):
+    bad = tmp_path / "other.json"
+    bad.write_text(json.dumps({"name": "tta", "result": {}}))
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu_record.py"), str(bad)], capture_output=True, text=True, env=tool_env())
+    assert (
+        done.returncode == 1
+        and done.stderr.strip() == f"gpu_record: {bad}: field 'name': not a GPU check's JSON (expected \"gpu_check\", from bench/gpu_check.sh)"
+    )
+
+
 # ---------------------------------------------------------------- the whole check, on this CPU
 def nulls(section: dict) -> list[str]:
     return [k for k, v in section.items() if v is None]
@@ -502,3 +560,18 @@ def test_cpu_dry_run_runs_every_step_and_invents_no_gpu_number(bundle, tmp_path)
     # (the CPU run again only if the code changed since: Snakemake's rerun triggers)
     assert {k: v for k, v in merged["training"].items() if k != "fastnet-cpu"} == {k: v for k, v in s["training"].items() if k != "fastnet-cpu"}
     assert merged["inference"] == s["inference"]
+
+    # and as a record: refused as a GPU record, kept apart when asked for, and rendered
+    args = [sys.executable, str(ROOT / "bench" / "gpu_record.py"), str(out / "gpu_check.json"), "--record-dir", str(tmp_path / "records")]
+    record = subprocess.run(args, capture_output=True, text=True, env=tool_env())
+    assert record.returncode == 1 and "field 'mode': 'cpu-dry-run', not a GPU run" in record.stderr and "Traceback" not in record.stderr
+    record = subprocess.run([*args, "--allow-dry-run"], capture_output=True, text=True, env=tool_env())
+    assert record.returncode == 0, record.stderr
+    doc = json.loads((tmp_path / "records" / "gpu_check-cpu-dry-run.json").read_text())
+    assert doc["result"] == merged and doc["date"] == merged["started"] and doc["machine"]["gpus"] == []
+    assert (
+        doc["command"]
+        == f"bash bench/gpu_check.sh --cpu-dry-run --out DIR --bundle {bundle}, then bash bench/gpu_check.sh --cpu-dry-run --out DIR --bundle {bundle} --steps cpu"
+    )
+    rendered = "\n".join(docs.render_gpu_check(doc))
+    assert f"| `fastnet` | cpu | bf16 | {docs.num(fast['time_to_accuracy_s'], 1, ' s')} to 15% |" in rendered
