@@ -63,6 +63,10 @@ NOT_NEEDED = {
     "pillow",
 }
 CUDA_STACK = re.compile(r"^(torch|torchvision|triton|nvidia-.*|cuda-.*)$")
+# Needed by one step only: torchvision by the program entry torch-fmnist (it reads its data with it), and it
+# must be built for the node's own torch, which the bundle leaves alone; the probe reports it missing apart
+# (the torch-fmnist step then fails, naming it), not as a failure of the whole check.
+OPTIONAL = {"torchvision"}
 DATA_FILES = ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")
 DATA_SOURCES = (Path("/usr/share/datasets/fashion-mnist"), ROOT / "data" / "raw" / "fashion-mnist")
 FREEZE_OMITS = {"pip", "setuptools", "wheel", "distribute"}  # `pip freeze` (and so constraints.txt) never lists these

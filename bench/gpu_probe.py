@@ -130,7 +130,12 @@ def requirements() -> dict[str, Any]:
 
     pinned = gpu_bundle.pins()
     rows = {name: {"installed": gpu_bundle.installed_version(name), "pinned": pinned.get(name)} for name in gpu_bundle.requirements()}
-    return {"packages": rows, "missing": [n for n, r in rows.items() if r["installed"] is None]}
+    absent = [n for n, r in rows.items() if r["installed"] is None]
+    return {
+        "packages": rows,
+        "missing": [n for n in absent if n not in gpu_bundle.OPTIONAL],
+        "missing_optional": [n for n in absent if n in gpu_bundle.OPTIONAL],
+    }
 
 
 def probe(site: Path | None = None) -> dict[str, Any]:

@@ -178,6 +178,7 @@ def machine(c: Context) -> dict[str, Any]:
         "onnxruntime_providers": p.get("onnxruntime_providers"),
         "packages": p["packages"],
         "missing_packages": p.get("requirements", {}).get("missing"),
+        "missing_optional_packages": p.get("requirements", {}).get("missing_optional"),
     }
 
     def why(key: str) -> str:
@@ -658,15 +659,15 @@ def text(s: dict[str, Any]) -> str:
             f"{run:<16}{str(t['device'] or '-'):<9}{str(t['precision'] or '-'):<10}{_n(t['time_to_accuracy_s'], '{:.1f} s'):>14}"
             f"{_n(t['epochs_to_accuracy'], '{:.0f}'):>8}{_n(t['epoch_seconds_median'], '{:.2f}'):>9}{_n(t['items_per_second_median'], '{:,.0f}'):>10}"
         )
-    lines += ["", f"{'inference':<30}{'device':<9}{'ms/item':>9}{'p99':>9}   items/s at batch 1 / 8 / 64 / 256"]
+    lines += ["", f"{'inference':<33}{'device':<9}{'ms/item':>9}{'p99':>9}   items/s at batch 1 / 8 / 64 / 256"]
     for run, inf in s["inference"].items():
         for backend, r in (inf["backends"] or {}).items():
             tp = r["throughput_items_per_second"] or {}
             lines.append(
-                f"{run + ' ' + backend:<30}{r['device']:<9}{r['latency_mean_ms']:>9.3f}{r['latency_p99_ms']:>9.3f}   "
+                f"{run + ' ' + backend:<33}{r['device']:<9}{r['latency_mean_ms']:>9.3f}{r['latency_p99_ms']:>9.3f}   "
                 + " / ".join(_n(tp.get(k), "{:,.0f}") for k in BATCHES)
             )
-        lines += [f"{run + ' ' + f['backend']:<30}failed: {f['reason'][:90]}" for f in inf["failed"]]
+        lines += [f"{run + ' ' + f['backend']:<33}failed: {f['reason'][:90]}" for f in inf["failed"]]
     lines += ["", f"{'telemetry':<16}{'power W':>9}{'mem MB':>9}{'energy to thr. J':>18}   {'achieved TFLOP/s':>17}{'of peak':>9}"]
     for run in s["telemetry"]:
         t, u = s["telemetry"][run], s["utilization"][run]

@@ -504,6 +504,7 @@ def test_cpu_dry_run_runs_every_step_and_invents_no_gpu_number(bundle, tmp_path)
     assert list(status) == [st.name for st in gpu_check.STEPS]
     assert {n: st["status"] for n, st in s["steps"].items() if st.get("by_design")} == {"peak": "skipped", "latency": "skipped", "clock": "skipped"}
     assert {v for n, v in status.items() if n not in ("peak", "latency", "clock")} == {"ok"}, status
+    assert s["machine"]["missing_packages"] == [] and s["machine"]["missing_optional_packages"] == []
     # the bundle: its wheels are what this Python has already, so nothing is installed
     assert s["steps"]["install"]["plan"] and not [p for p in s["steps"]["install"]["plan"] if p["install"]]
 
