@@ -139,7 +139,7 @@ def test_snakemake_and_dvc_run_a_task_added_from_a_directory(task_setup, tmp_pat
     run_snakemake(project, "--cores", "2", "results/leaderboard.json", "--configfile", configfile)
     board = json.loads((project / "results/leaderboard.json").read_text())
     (row,) = shapes_rows(board)
-    assert row["source"] == "runs/shapes-net/seed0" and row["epochs"] >= 1
+    assert row["source"] == "runs/shapes-net" and row["seed_sources"] == ["runs/shapes-net/seed0"] and row["epochs"] >= 1
     assert (project / "data/prepared/tiny-shapes/manifest.json").is_file()
 
     # the same config through the DVC pipeline written for it, in a git repository

@@ -295,5 +295,5 @@ def line(result: Mapping[str, Any], markdown: bool = False) -> str:
     why = f"; {result['reason']}" if result.get("reason") else ""
     claim, said = (f"*{result['claim']}*", f"**{result['verdict']}**") if markdown else (result["claim"], result["verdict"])
     if result["measure"] == "reaches":
-        return f"{claim}: {said}: {result['variant']}: {measured(result)} {result['rung']:g}; claimed {claimed(result)}{why}."
+        return f"{claim}: {said}: {result['variant']}: {result['reached']} of {result['seeds'][0]} seeds reached {result['rung']:g}; claimed {claimed(result)}{why}."
     return f"{claim}: {said}: {compared(result)} = {measured(result)}; claimed {claimed(result)}{why}."
