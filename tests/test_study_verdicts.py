@@ -259,3 +259,43 @@ def test_every_ready_made_study_states_its_claim_as_checks_with_the_seeds_they_n
                 continue
             wanted = need["one_sample"] if c.get("below") is not None else need["two_sample"]
             assert len(study.seeds) >= wanted, f"{path}: {c['claim']}: {len(study.seeds)} seeds, the rule needs {wanted}"
+
+
+def test_each_measure_reads_its_per_seed_values():
+    """dawnpipe.studies.checks on rows as the study JSON holds them: cost is
+    each seed's time x the row's price (none without a price), epochs of a
+    seed that never reached are infinite, seconds per epoch and the held-out
+    gap (two samples) are read per run."""
+    from dawnpipe.studies.checks import evaluate
+
+    def row(hours, epochs, spe, held, price=0.1):
+        runs = [
+            {
+                "time_to_accuracy_hours": {"80.0": h},
+                "epochs_to_accuracy": {"80.0": e},
+                "seconds_per_epoch": s,
+                "final_accuracy": 90.0,
+                "final_held_out_accuracy": g,
+            }
+            for h, e, s, g in zip(hours, epochs, spe, held, strict=True)
+        ]
+        return {"runs": runs, "usd_per_hour": price}
+
+    rows = {
+        "base": row([0.02, 0.021, 0.022], [4, 4, 5], [10.0, 10.5, 11.0], [89.0, 89.2, 89.1]),
+        "v": row([0.01, 0.011, None], [2, 2, None], [5.0, 5.2, 5.1], [89.9, 89.8, 89.7], price=0.3),
+        "free": row([0.01, 0.01, 0.01], [2, 2, 2], [5.0, 5.0, 5.0], [89.0, 89.0, 89.0], price=None),
+    }
+    check = {"claim": "c", "variant": "v", "against": "base", "rung": 80.0, "direction": "lower", "min_effect": None, "below": None}
+    cost = evaluate({**check, "measure": "cost"}, rows)
+    # 0.02 x 0.1 over 0.01 x 0.3 ... and a seed that never reached: inf cost, counted
+    assert cost["effect"] == "ratio" and cost["low"] == 0.0 and cost["high"] == pytest.approx(0.022 * 0.1 / (0.01 * 0.3))
+    assert cost["verdict"] == "not reproduced"  # faster, but at three times the price: every pair costs more
+    epochs = evaluate({**check, "measure": "epochs", "direction": "higher"}, rows)
+    assert epochs["low"] == 0.0 and epochs["verdict"] == "inconclusive"  # one seed never: some pairs say fewer, some infinitely many
+    spe = evaluate({**check, "measure": "seconds_per_epoch", "rung": None}, rows)
+    assert spe["verdict"] == "reproduced" and spe["low"] == pytest.approx(10.0 / 5.2)
+    gap = evaluate({**check, "measure": "held_out_gap", "rung": None}, rows)  # the variant's gap is lower (held-out higher)
+    assert gap["effect"] == "difference" and gap["verdict"] == "reproduced" and gap["high"] == pytest.approx(0.3 - 0.8)
+    no_price = evaluate({**check, "measure": "cost", "variant": "free"}, rows)
+    assert no_price["verdict"] == "inconclusive" and no_price["reason"] == "no price for the hardware of free"
