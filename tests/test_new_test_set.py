@@ -149,7 +149,7 @@ BAD = [
 
 @pytest.mark.parametrize("files, culprit, reason", [case[1:] for case in BAD], ids=[case[0] for case in BAD])
 def test_a_bad_new_test_file_is_one_error_naming_it(tmp_path, files, culprit, reason):
-    from dawnpipe.data.new_test import read_images, read_labels
+    from dawnpipe.data.cifar10_1 import read_images, read_labels
 
     for name, blob in {DATA: npy(IMAGES), LABELS: npy(LABELS_OK), **files}.items():
         (tmp_path / name).write_bytes(blob)

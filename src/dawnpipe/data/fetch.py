@@ -21,8 +21,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from dawnpipe.argtypes import add_task_options, task_option
+from dawnpipe.data.cifar10_1 import RECORD, fetch_new_test, spec_of
 from dawnpipe.data.files import source_directory
-from dawnpipe.data.new_test import RECORD, fetch_new_test, spec_of
 from dawnpipe.errors import DawnpipeError, UsageError
 from dawnpipe.fileio import read_yaml, write_json
 from dawnpipe.tasks import get_task
@@ -38,7 +38,7 @@ def fetch(
     new_test: bool = False,
     new_test_source: str | None = None,
 ) -> Path:
-    """``new_test``: also the task's new test set (dawnpipe.data.new_test),
+    """``new_test``: also the task's new test set (dawnpipe.data.cifar10_1),
     from ``new_test_source`` or where its task file says."""
     task = get_task(task_name)
     if new_test:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from dawnpipe.argtypes import positive_int
-from dawnpipe.data.new_test import RECORD, SPLIT, prepare_new_test
+from dawnpipe.data.cifar10_1 import RECORD, SPLIT, prepare_new_test
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import read_json, write_json
 from dawnpipe.tasks import get_task
