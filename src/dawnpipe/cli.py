@@ -20,7 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "fetch": ("dawnpipe.data.fetch", "download or copy a task's raw data and verify its checksums"),
     "dawnbench": ("dawnpipe.data.dawnbench", "fetch the public DAWNBench entries repository's archive, verify it and unpack it safely"),
     "prepare": ("dawnpipe.data.prepare", "decode raw data into memory-mappable uint8 arrays + manifest"),
-    "fetch-program": ("dawnpipe.data.program_source", "check a program entry's repository out at its pinned commit (program.source)"),
+    "fetch-program": ("dawnpipe.data.fetch_program", "check a program entry's repository out at its pinned commit (program.source)"),
     "train": ("dawnpipe.train.cli", "train one entry with one seed; per-epoch TSV/Parquet log"),
     "extract": ("dawnpipe.extract", "time-to-accuracy, epochs and cost of one run"),
     "infer": ("dawnpipe.infer.cli", "one-item-at-a-time inference latency and cost of a run"),
