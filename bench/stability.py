@@ -34,7 +34,7 @@ from tta import seconds, summary_line, train  # noqa: E402
 
 from dawnpipe.display import terminal_safe  # noqa: E402
 from dawnpipe.entries import load_entry  # noqa: E402
-from dawnpipe.stability import stability  # noqa: E402
+from dawnpipe.metrics.stability import stability  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -49,8 +49,8 @@ from record import add_record_flag, write_record  # noqa: E402
 
 from dawnpipe.display import format_hours, terminal_safe  # noqa: E402
 from dawnpipe.errors import DawnpipeError  # noqa: E402
-from dawnpipe.extract import extract  # noqa: E402
-from dawnpipe.stability import stability  # noqa: E402
+from dawnpipe.metrics.extract import extract  # noqa: E402
+from dawnpipe.metrics.stability import stability  # noqa: E402
 
 FAST = ROOT / "config/entries/fastnet.yaml"
 SEED_RECIPE = ROOT / "config/entries/resnet20-dawn.yaml"

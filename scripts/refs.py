@@ -10,7 +10,7 @@ references in: Markdown, Python comments and docstrings, YAML, TOML,
 Snakemake rules, shell scripts and templates. A reference is:
 
 - a repository path: a word that starts with one of the tree's top-level
-  folders (``src/dawnpipe/tta.py``, ``config/studies/``), with an anchor when
+  folders (``src/dawnpipe/metrics/tta.py``, ``config/studies/``), with an anchor when
   it names a page (``docs/rules.md#display-rules``). A placeholder matches any
   name: ``<name>``, ``{out}``, ``*`` and a one-letter stem (``config/x.yaml``);
   the path must then match at least one file;
@@ -20,8 +20,8 @@ Snakemake rules, shell scripts and templates. A reference is:
   project's path, not ours);
 - a bare page or rule file name (``rules.md``, ``stages.smk``): beside the
   referring file, at the top, in docs/ or in workflow/rules/;
-- a dotted name under ``dawnpipe``: a module (``dawnpipe.tta``), a name it
-  defines (``dawnpipe.tta.time_to_accuracy``) and a class's attribute
+- a dotted name under ``dawnpipe``: a module (``dawnpipe.metrics.tta``), a name it
+  defines (``dawnpipe.metrics.tta.time_to_accuracy``) and a class's attribute
   (``dawnpipe.train.loop.TrainingClock.running``), looked up in the source;
 - a Markdown page's relative links (``[rules](rules.md#display-rules)``), and
   a page and a quoted heading (``docs/programs.md, "Limits"``; a numbered

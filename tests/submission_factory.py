@@ -98,8 +98,8 @@ def run_dir(
     Fashion-MNIST run; the records are checked against the result schemas."""
     import pandas as pd
 
+    from dawnpipe.metrics.tta import time_to_accuracy
     from dawnpipe.schemas.results import LatencyResult, TimeToAccuracyResult, validate
-    from dawnpipe.tta import time_to_accuracy
 
     d = root / "runs" / entry / f"seed{seed}"
     d.mkdir(parents=True, exist_ok=True)

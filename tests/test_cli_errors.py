@@ -16,8 +16,8 @@ from conftest import ROOT, run_cli
 
 from dawnpipe.cli import run_command
 from dawnpipe.errors import DawnpipeError
-from dawnpipe.extract import extract
 from dawnpipe.fileio import write_json
+from dawnpipe.metrics.extract import extract
 
 PRICES = ROOT / "config" / "prices.yaml"
 

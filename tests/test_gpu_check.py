@@ -350,8 +350,8 @@ def test_fake_cuda_events_around_each_item_of_the_stage_timing_loop(fake_events_
 def fake_gpu_check(tmp_path_factory, fake_events_clock, prepared_fashion_mnist) -> Path:
     """A check's folder as a GPU run leaves it for fastnet, from real files: the run's utilization made by the
     utilization stage's code from stand-in NVML samples, the references made with stand-in events."""
+    from dawnpipe.metrics.utilization import utilization
     from dawnpipe.telemetry.nvml import NvmlGpus
-    from dawnpipe.telemetry.utilization import utilization
 
     out = tmp_path_factory.mktemp("fake-gpu-check")
     run = out / "pipeline" / "results" / "runs" / "fastnet" / "seed0"

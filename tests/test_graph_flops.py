@@ -1,7 +1,7 @@
 """FLOPs of a program's model counted from its graph (dawnpipe.programs.graph_flops),
 checked against dawnpipe's own counter (torch.utils.flop_counter over a real
 forward and backward pass) on the same networks, and the utilization a
-program run gets from them (dawnpipe.telemetry.program_flops).
+program run gets from them (dawnpipe.metrics.program_flops).
 
 Tolerance: none. For networks of convolutions and linear layers the graph's
 count equals the torch counter's to the FLOP, forward and training alike:
@@ -31,8 +31,8 @@ import torch
 from conftest import run_cli
 from onnx import TensorProto, helper
 
+from dawnpipe.metrics.flops import per_item
 from dawnpipe.programs import graph_flops, models
-from dawnpipe.telemetry.flops import per_item
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -57,7 +57,7 @@ def torch_forward_per_item(model: torch.nn.Module, shape: tuple[int, ...]) -> fl
 
 
 def torch_training_per_item(model: torch.nn.Module, shape: tuple[int, ...]) -> float:
-    """dawnpipe's own count (dawnpipe.telemetry.flops.per_item: forward + backward with a cross-entropy loss)."""
+    """dawnpipe's own count (dawnpipe.metrics.flops.per_item: forward + backward with a cross-entropy loss)."""
     return per_item(lambda n: (torch.randn(n, *shape), torch.randint(0, 10, (n,))), model, batch_size=64)["flops_per_item"]
 
 
@@ -308,8 +308,8 @@ def test_a_program_runs_utilization_is_estimated_from_its_model_graph(tmp_path):
 
 
 def test_the_items_the_harness_says_it_gave_win_and_no_model_says_why(tmp_path):
-    from dawnpipe.telemetry import program_flops
-    from dawnpipe.telemetry.utilization import utilization
+    from dawnpipe.metrics import program_flops
+    from dawnpipe.metrics.utilization import utilization
 
     run_dir, data, _, _ = _program_run(tmp_path, items_given=480)
     run = json.loads((run_dir / "run.json").read_text())
@@ -322,9 +322,9 @@ def test_the_items_the_harness_says_it_gave_win_and_no_model_says_why(tmp_path):
 
 
 def test_the_page_labels_a_program_runs_utilization(tmp_path):
+    from dawnpipe.metrics import program_flops
+    from dawnpipe.metrics.utilization import utilization
     from dawnpipe.report import telemetry_sections
-    from dawnpipe.telemetry import program_flops
-    from dawnpipe.telemetry.utilization import utilization
 
     run_dir, data, _, _ = _program_run(tmp_path)
     run = json.loads((run_dir / "run.json").read_text())

@@ -287,7 +287,7 @@ def test_a_failed_convergence_check_and_its_bypass(tmp_path):
 
 
 def test_stability_has_the_mlperf_style_olympic_score():
-    from dawnpipe.stability import stability
+    from dawnpipe.metrics.stability import stability
 
     def rec(seed, hours, reached=True):
         return {"seed": seed, "time_to_accuracy_hours": hours, "epochs_to_accuracy": 3, "reached": reached}

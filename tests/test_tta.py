@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from dawnpipe.tta import cost_usd, inference_cost_per_10k, time_to_accuracy
+from dawnpipe.metrics.tta import cost_usd, inference_cost_per_10k, time_to_accuracy
 
 EPOCHS = [1, 2, 3, 4, 5]
 HOURS = [0.01, 0.02, 0.03, 0.04, 0.05]

@@ -14,11 +14,11 @@ import torch
 from conftest import CHART_DATA, chart_specs, run_cli
 
 from dawnpipe import leaderboard
+from dawnpipe.metrics.sensitivity import ladder_for, rungs
+from dawnpipe.metrics.utilization import utilization
 from dawnpipe.report import telemetry_sections
 from dawnpipe.report.charts import roofline_chart
 from dawnpipe.tasks import get_task
-from dawnpipe.telemetry.sensitivity import ladder_for, rungs
-from dawnpipe.telemetry.utilization import utilization
 
 
 # ------------------------------------------------------------------ FLOPs
@@ -27,7 +27,7 @@ def _batch(shape, classes):
 
 
 def test_linear_layer_flops_by_hand():
-    from dawnpipe.telemetry.flops import per_item
+    from dawnpipe.metrics.flops import per_item
 
     # forward x @ W^T: 2*I*O per item; backward: the weight gradient only
     # (the input is data, it needs no gradient): 2*I*O more. The bias add is
@@ -38,7 +38,7 @@ def test_linear_layer_flops_by_hand():
 
 
 def test_two_linear_layers_flops_by_hand():
-    from dawnpipe.telemetry.flops import per_item
+    from dawnpipe.metrics.flops import per_item
 
     # layer 1 (8->6): forward 96 + weight grad 96; layer 2 (6->4): forward 48 + input grad 48 + weight grad 48
     model = torch.nn.Sequential(torch.nn.Linear(8, 6), torch.nn.Linear(6, 4))
@@ -46,7 +46,7 @@ def test_two_linear_layers_flops_by_hand():
 
 
 def test_convolution_flops_by_hand():
-    from dawnpipe.telemetry.flops import per_item
+    from dawnpipe.metrics.flops import per_item
 
     # 3x3 conv, 1 -> 2 channels, padding 1 on 4x4: forward 2 * 1*2*9 * 16 = 576 per item; + weight grad 576
     model = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3, padding=1, bias=False), torch.nn.Flatten())
@@ -54,7 +54,7 @@ def test_convolution_flops_by_hand():
 
 
 def test_operand_bytes_amortise_weights_over_the_batch():
-    from dawnpipe.telemetry.flops import per_item
+    from dawnpipe.metrics.flops import per_item
 
     model = torch.nn.Linear(256, 256)
     small, large = per_item(_batch((256,), 256), model, 4), per_item(_batch((256,), 256), model, 512)
@@ -341,7 +341,7 @@ def test_report_page_shows_the_sections_with_the_energy_source(tmp_path):
 
 def test_entries_without_a_flop_counter_say_why(tmp_path):
     from dawnpipe.entries import load_entry
-    from dawnpipe.telemetry.flops import count_entry
+    from dawnpipe.metrics.flops import count_entry
 
     squad = count_entry(load_entry("config/entries/drqa-small.yaml"), tmp_path / "not-read")
     assert not squad["counted"] and "not images" in squad["reason"]

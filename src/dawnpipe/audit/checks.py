@@ -1,7 +1,7 @@
 """What the audit recomputes from a submission and the checks on it.
 
 Training: time and epochs to the task's threshold from the TSV (the first
-row at or above it, as ``dawnpipe.tta`` defines for our own runs), the cost
+row at or above it, as ``dawnpipe.metrics.tta`` defines for our own runs), the cost
 from ``costPerHour``, and whether epochs and hours increase. Inference: the
 cost of 10,000 items and the price per hour that ``cost`` and ``latency``
 imply. Across submissions: identical logs under different names and logs
@@ -17,7 +17,7 @@ from typing import Any
 from dawnpipe.audit.model import Submission
 from dawnpipe.audit.rules import lookup
 from dawnpipe.audit.tsvlog import where_lines
-from dawnpipe.tta import time_to_accuracy
+from dawnpipe.metrics.tta import time_to_accuracy
 
 _PART = re.compile(r"^(.+)_part(\d+)$")
 

@@ -21,9 +21,9 @@ from dawnpipe.infer.items import ImageItems, QuestionItems, Scored
 from dawnpipe.infer.latency import latency_stats
 from dawnpipe.infer.predictor import Predictor
 from dawnpipe.infer.timing import ItemTimes
+from dawnpipe.metrics.tta import inference_cost_per_10k
 from dawnpipe.schemas.results import LatencyResult, validate
 from dawnpipe.tasks import Task
-from dawnpipe.tta import inference_cost_per_10k
 
 
 def latency_record(

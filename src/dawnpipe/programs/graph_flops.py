@@ -2,7 +2,7 @@
 TensorFlow SavedModel's serving function).
 
 dawnpipe cannot run a program's training under its own FLOP counter
-(``dawnpipe.telemetry.flops``), but it holds the model the program handed
+(``dawnpipe.metrics.flops``), but it holds the model the program handed
 over, so it counts that model's graph instead. The convention is the
 counter's own, so that a program's utilization and a zoo entry's compare:
 

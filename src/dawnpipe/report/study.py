@@ -6,7 +6,7 @@
 
 The summary reads each run's own per-epoch log (train.parquet, the training
 clock) and run.json: time to accuracy at every rung of the study's ladder
-(dawnpipe.tta, the extract stage's rule), the median over seeds with a seed
+(dawnpipe.metrics.tta, the extract stage's rule), the median over seeds with a seed
 that did not reach a rung counted as infinitely slow (none when half or more
 did not), the speed-up over the base (the base's median over the variant's;
 null where either did not reach), the fraction of seeds reaching each rung,
@@ -108,8 +108,8 @@ def cov(values: list[float]) -> float | None:
 
 def run_record(run_dir: Path, task, ladder: list[float]) -> dict[str, Any]:
     from dawnpipe.logs import HELD_OUT_PREFIX, read_run_parquet
+    from dawnpipe.metrics.tta import time_to_accuracy
     from dawnpipe.runfiles import read_run_file
-    from dawnpipe.tta import time_to_accuracy
 
     for name in ("train.parquet", "run.json"):
         if not (run_dir / name).is_file():

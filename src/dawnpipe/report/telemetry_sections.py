@@ -76,7 +76,7 @@ def energy_rows(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "flops_per_item": u["flops"].get("flops_per_item"),
                 "intensity": u["flops"].get("arithmetic_intensity"),
                 "flops_reason": u["flops"].get("reason"),
-                # a program run: estimated from the model graph, to its ranked epoch (dawnpipe.telemetry.program_flops)
+                # a program run: estimated from the model graph, to its ranked epoch (dawnpipe.metrics.program_flops)
                 "flops_estimated": "estimate" in u,
                 "estimate_reason": (u.get("estimate") or {}).get("reason"),
                 "peak_device": u["peak"]["device"],

@@ -1,5 +1,6 @@
-"""Where the time goes: hardware telemetry, energy, FLOP utilization and
-threshold sensitivity (docs/rules.md#analysis-metrics).
+"""Where the time goes: hardware telemetry and energy, sampled while a run
+trains or answers items (docs/rules.md#analysis-metrics); the numbers made of
+them per run are dawnpipe.metrics' (utilization, energy to accuracy).
 
 - ``sampler``: a background thread that samples the hardware at a fixed
   interval while a run trains or answers items (NVML per GPU, psutil for the
@@ -7,9 +8,8 @@ threshold sensitivity (docs/rules.md#analysis-metrics).
   Parquet file next to the run's log.
 - ``energy``: joules from those samples, over the same spans as the training
   clock (energy to accuracy).
-- ``flops`` / ``peaks``: model FLOPs per item, the device's peak rates, the
-  CPU's measured peak; ``utilization`` combines them per run.
-- ``sensitivity``: time to accuracy at a ladder of thresholds.
+- ``peaks``: the device's peak rates, the CPU's measured peak (what a run's
+  achieved FLOP/s is a fraction of: dawnpipe.metrics.utilization).
 
 Trainers and the inference stage need only this module's light API:
 ``sampling(...)`` around the run and ``mark_training_clock(start)`` where the

@@ -96,7 +96,7 @@ def count_entry(entry: dict[str, Any], data: Path) -> dict[str, Any]:
             **record,
             "counted": False,
             "reason": "a program entry: its network is inside the program, so its FLOPs are estimated per run from the model graph "
-            "of the model each run hands over (the utilization stage; dawnpipe.telemetry.program_flops)",
+            "of the model each run hands over (the utilization stage; dawnpipe.metrics.program_flops)",
         }
     if entry["framework"] != "pytorch":
         return {

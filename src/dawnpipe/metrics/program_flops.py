@@ -3,7 +3,7 @@
     python -m dawnpipe utilization ... --model results/runs/E/seed0/model.pt --data data/prepared/fashion-mnist
 
 A program trains in its own processes, so dawnpipe's counter
-(``dawnpipe.telemetry.flops``) cannot watch its steps. Its run's utilization
+(``dawnpipe.metrics.flops``) cannot watch its steps. Its run's utilization
 is estimated instead, from what dawnpipe holds and what it measured itself:
 
 - **FLOPs per item**: the training FLOPs per item of the model the program

@@ -20,11 +20,11 @@ from dawnpipe.display import terminal_safe
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import write_json
 from dawnpipe.logs import read_run_parquet, read_run_tsv
+from dawnpipe.metrics.tta import TimeToAccuracy, cost_usd, time_to_accuracy
 from dawnpipe.prices import load_prices, price_per_hour
 from dawnpipe.runfiles import read_run_info
 from dawnpipe.schemas.results import TimeToAccuracyResult, validate
 from dawnpipe.tasks import get_task
-from dawnpipe.tta import TimeToAccuracy, cost_usd, time_to_accuracy
 
 
 def extract(tsv: Path, parquet: Path, run_json: Path, prices: Path) -> dict[str, Any]:

@@ -8,7 +8,7 @@ The ladder comes from the task (``metric.sensitivity_ladder`` in
 ``tasks/<task>.yaml``) unless ``--ladder`` or the run's own ``--<task>``
 (the config's ``sensitivity_ladders`` as Snakemake and DVC pass it) replaces it; the official
 threshold and the run's own are always on it. Each rung is recomputed from
-the TSV with ``dawnpipe.tta.time_to_accuracy``, the same rule as the training
+the TSV with ``dawnpipe.metrics.tta.time_to_accuracy``, the same rule as the training
 objective. A rung a run did not reach is "not reached" only when the run had
 the chance: a run stopped at its (lower, demo) threshold says nothing about
 higher rungs, which are then "not observed".
@@ -25,9 +25,9 @@ from dawnpipe.argtypes import threshold as threshold_value
 from dawnpipe.display import terminal_safe
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import write_json
+from dawnpipe.metrics.tta import time_to_accuracy
 from dawnpipe.runfiles import read_run_info
 from dawnpipe.tasks import get_task
-from dawnpipe.tta import time_to_accuracy
 
 REACHED, NOT_REACHED, NOT_OBSERVED = "reached", "not reached", "not observed"
 

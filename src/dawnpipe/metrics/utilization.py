@@ -20,7 +20,7 @@ flops``: its FLOPs are estimated from the model graph of the model it handed
 over (``--model``, the run's model.pt) and its items per second are the
 training items it was given (``--data``, the prepared data) over each epoch's
 training time, never a count the program reports; the record says so
-(``flops.method``, ``estimate``: ``dawnpipe.telemetry.program_flops``).
+(``flops.method``, ``estimate``: ``dawnpipe.metrics.program_flops``).
 """
 
 from __future__ import annotations
@@ -35,11 +35,11 @@ from dawnpipe.display import terminal_safe
 from dawnpipe.entries import precision_of
 from dawnpipe.fileio import write_json
 from dawnpipe.logs import read_run_parquet
+from dawnpipe.metrics.tta import time_to_accuracy
 from dawnpipe.runfiles import read_run_file
 from dawnpipe.tasks import get_task
 from dawnpipe.telemetry import energy as en
 from dawnpipe.telemetry.peaks import device_peak
-from dawnpipe.tta import time_to_accuracy
 
 LOG_COLUMNS = ("eval_seconds", "epoch_train_seconds", "items_per_second")  # of train.parquet, beside the task's and the wall clock
 
@@ -184,7 +184,7 @@ def utilization(
         },
     }
     if run["framework"] == "program":
-        from dawnpipe.telemetry import program_flops
+        from dawnpipe.metrics import program_flops
 
         record["estimate"] = program_flops.estimate(flops, run, log, task.metric_column, items_given, peak)
     if inference_samples is not None:
@@ -221,7 +221,7 @@ def run(args) -> int:
     flops, given = read_run_file(args.flops, "flops"), None
     if run_info["framework"] == "program":  # no count of the entry: estimated from this run's own model
         from dawnpipe.data.loader import prepared_dir
-        from dawnpipe.telemetry import program_flops
+        from dawnpipe.metrics import program_flops
 
         data = prepared_dir(args.data, run_info["task"]) if args.data else None
         flops, given = program_flops.run_flops(run_info, args.model, data)
