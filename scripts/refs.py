@@ -74,10 +74,6 @@ PENDING: set[tuple[str, str]] = {
     ("src/dawnpipe/display.py", "SPEC.md"),  # docs/rules.md#display-rules
     ("src/dawnpipe/leaderboard.py", "SPEC.md"),  # docs/rules.md#ranking-and-exclusions
     ("src/dawnpipe/report/study.py", "SPEC.md"),  # docs/rules.md#analysis-metrics (scaling)
-    ("src/dawnpipe/programs/__init__.py", "dawnpipe.infer.program_backends"),  # dawnpipe.infer.program_onnx, _onnx_int8, _savedmodel
-    ("src/dawnpipe/programs/models.py", 'docs/programs.md, "Model files"'),  # docs/programs.md#what-the-program-hands-over-model-files
-    ("src/dawnpipe/programs/freezer.py", 'docs/programs.md, "The freeze"'),  # no such heading yet
-    ("src/dawnpipe/programs/heldback.py", 'docs/rules.md, "Test items kept back"'),  # no such heading yet
 }
 
 

@@ -9,17 +9,25 @@ from pathlib import Path
 
 from conftest import ROOT
 
-PROGRAM = ROOT / "tests/programs/fmnist_program.py"
+PROGRAMS = ROOT / "tests/programs"
+PROGRAM = PROGRAMS / "fmnist_program.py"
+NET = PROGRAMS / "fmnist_net.py"
 ARGS = ["--data", "{data}", "--out", "{out}", "--seed", "{seed}", "--threads", "{threads}", "--behaviour", "{hp.behaviour}", "--hidden", "{hp.hidden}"]
+# program.model of the weights it hands over with --weights: its network, and what its evaluation does to an item
+WEIGHTS_MODEL = {
+    "factory": "fmnist_net:Net",
+    "kwargs": {"hidden": 64},
+    "preprocessing": {"scale": 1 / 255, "mean": [0.5], "std": [1.0], "layout": "NCHW"},
+}
 
 
-def program_entry(behaviour: str = "honest", script: str | None = None, **program) -> dict:
+def program_entry(behaviour: str = "honest", script: str | None = None, *, contract: int = 1, args: tuple[str, ...] = (), **program) -> dict:
     """An entry running the test program (by its absolute path unless ``script`` is given) with ``behaviour``."""
     return {
         "description": f"the test program, {behaviour}",
         "task": "fashion-mnist",
         "hardware": "local-cpu",
-        "program": {"command": ["python", script or str(PROGRAM), *ARGS], **program},
+        "program": {"contract": contract, "command": ["python", script or str(PROGRAM), *ARGS, "--contract", str(contract), *args], **program},
         "hyperparameters": {"behaviour": behaviour, "hidden": 64},
     }
 
@@ -30,12 +38,13 @@ def git(*args: str, cwd: Path | None = None) -> str:
 
 
 def program_repository(dest: Path) -> tuple[Path, str]:
-    """A bare git repository whose one commit holds the test program as train.py; (its path, the commit)."""
+    """A bare git repository whose one commit holds the test program as train.py (and its network); (its path, the commit)."""
     src = dest.with_name(dest.name + "-src")
     src.mkdir(parents=True)
     git("init", "-q", "-b", "main", cwd=src)
     (src / "train.py").write_bytes(PROGRAM.read_bytes())
-    git("add", "train.py", cwd=src)
+    (src / "fmnist_net.py").write_bytes(NET.read_bytes())
+    git("add", "train.py", "fmnist_net.py", cwd=src)
     git("commit", "-qm", "their program", cwd=src)
     commit = git("rev-parse", "HEAD", cwd=src)
     git("clone", "-q", "--bare", str(src), str(dest))

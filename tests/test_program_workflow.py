@@ -1,35 +1,73 @@
 """Program entries end to end through real Snakemake (docs/programs.md): a
 program dawnpipe did not write (tests/programs/fmnist_program.py, imports
 nothing of dawnpipe), run with each of its behaviours on config/test.yaml's
-data. Each gets its verdict:
+data. One configuration holds the honest ones, the ones that do not play fair
+and a zoo entry, and completes with a leaderboard on which only the honest
+ones are ranked:
 
-- honest: ranked, its time dawnpipe's clock, its model through inference;
-- overclaim (claims 15 points it does not have): not ranked, the reason
-  naming the epoch, the claimed and the measured value;
-- slow-clock (its time_ms at half speed): ranked on dawnpipe's clock, the
-  disagreement flagged in run.json and on the page;
-- escapes (terminal escapes and markup in its output and its MLLOG): nothing
-  of it reaches the terminal or the page unescaped;
-- crash, silent-death (never flushes, dies), no-model, broken (MLLOG that is
-  not JSON), hang (its budget ends it): the job fails with one line naming
-  the entry and the reason, the program's last lines in the stage's log, and
-  no run files.
+- ranked: honest under contract 1 and 2, weights handed over with a factory,
+  a clock at half speed (flagged, ranked on dawnpipe's), escapes (nothing of
+  it reaches the terminal or the page unescaped), fetched at a pinned commit,
+  and a burst whose freeze lands inside its next evaluation window (both
+  clocks agree with the training time the program measured itself);
+- not ranked, each with its reason: over-claiming, claiming 95% with no
+  training, training hidden in its evaluation windows or before run_start,
+  training on the test items it was given, writing an epoch's model again after
+  dawnpipe took it, a process escaping the freeze (where the system lets one
+  leave a cgroup), writing into dawnpipe's prepared data.
 
-A study varies the honest program's hyperparameter like a zoo entry's."""
+Programs that fail (crash, silent death, no model, broken MLLOG, hang) fail
+their job with one line naming the entry and the reason. A study varies the
+honest program's hyperparameter like a zoo entry's."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 
+import pandas as pd
 import pytest
 import yaml
 from conftest import copy_project, resolved_config, run_snakemake
-from program_entries import fetched_entry, program_entry, program_repository
+from program_entries import PROGRAMS, WEIGHTS_MODEL, fetched_entry, program_entry, program_repository
+
+from dawnpipe.programs.freezer import Freezer
 
 pytestmark = pytest.mark.slow
 
-RANKED = ["prog-honest", "prog-overclaim", "prog-slow-clock", "prog-escapes", "prog-fetched"]
+
+def _can_escape() -> bool:
+    """A program can leave its cgroup here (root, with a cgroup freezer), so the escape is a violation to find."""
+    freezer = Freezer.create("cgroup")
+    try:
+        return freezer.cgroup is not None and os.geteuid() == 0
+    finally:
+        freezer.kill_all()
+
+
+# entry: (behaviour, contract, program arguments, more program fields)
+RANKED = {
+    "prog-honest": ("honest", 1, (), {}),
+    "prog-honest-2": ("honest", 2, (), {}),
+    "prog-weights": ("honest", 2, ("--weights",), {"model": WEIGHTS_MODEL, "workdir": str(PROGRAMS)}),
+    "prog-slow-clock": ("slow-clock", 1, (), {}),
+    "prog-escapes": ("escapes", 1, (), {}),
+    "prog-burst": ("burst", 1, ("--epochs", "3"), {}),
+    "prog-fetched": ("honest", 1, (), {}),
+}
+# entry: (behaviour, contract, program arguments, the start of the reason it is not ranked)
+NOT_RANKED = {
+    "prog-overclaim": ("overclaim", 1, (), "claims contradicted: epoch 1 claimed"),
+    "prog-no-training": ("no-training", 2, (), "claims contradicted: epoch 1 claimed 95.00%"),
+    "prog-hide-in-eval": ("hide-in-eval", 1, ("--hide", "4"), "work off the clock: evaluation windows"),
+    "prog-pre-start": ("pre-start", 2, ("--hide", "20"), "work off the clock: start-up"),
+    "prog-memorise": ("memorise", 2, (), "test items learnt: at epoch 1 the model scores"),
+    "prog-rewrite": ("rewrite", 2, (), "epoch 1's model (epoch1.onnx) was written again after dawnpipe took it"),
+    "prog-write-data": ("write-data", 2, (), "dawnpipe's prepared data changed while the program ran"),
+}
+if _can_escape():
+    NOT_RANKED["prog-escape"] = ("escape", 2, ("--epoch-sleep", "1"), "a process of the program ran outside the frozen set")
 FAILING = {
     "prog-crash": "it exited with status 1",
     "prog-silent-death": "it exited with status 3 and never logged run_start",
@@ -40,11 +78,19 @@ FAILING = {
 
 
 def write_entries(work):
-    for name in [*RANKED, *FAILING]:
+    for name, (behaviour, c, args, fields) in RANKED.items():
+        if name == "prog-fetched":
+            entry = fetched_entry(*program_repository(work.parent / "their-repo.git"))
+        else:
+            entry = program_entry(behaviour, contract=c, args=args, **fields)
+        (work / f"config/entries/{name}.yaml").write_text(yaml.safe_dump(entry))
+    for name, (behaviour, c, args, _) in NOT_RANKED.items():
+        env = {"FMNIST_PROGRAM_VICTIM": "data/prepared/fashion-mnist/planted.txt"} if behaviour == "write-data" else {}
+        (work / f"config/entries/{name}.yaml").write_text(yaml.safe_dump(program_entry(behaviour, contract=c, args=args, env=env)))
+    for name in FAILING:
         behaviour = name.removeprefix("prog-")
         extra = {"budget_seconds": 20, "grace_seconds": 2} if behaviour == "hang" else {}
-        entry = fetched_entry(*program_repository(work.parent / "their-repo.git")) if behaviour == "fetched" else program_entry(behaviour, **extra)
-        (work / f"config/entries/{name}.yaml").write_text(yaml.safe_dump(entry))
+        (work / f"config/entries/{name}.yaml").write_text(yaml.safe_dump(program_entry(behaviour, **extra)))
 
 
 @pytest.fixture(scope="module")
@@ -52,9 +98,10 @@ def programs(tmp_path_factory, fashion_mnist_source):
     work = copy_project(tmp_path_factory.mktemp("programs"))
     write_entries(work)
     config = resolved_config(work, "config/test.yaml")
-    config.update(name="programs-test", entries=RANKED, seeds=[0], inference={**config["inference"], "backends": ["onnxruntime", "onnxruntime-int8"]})
+    entries = ["fastnet", *RANKED, *NOT_RANKED]
+    config.update(name="programs-test", entries=entries, seeds=[0], inference={**config["inference"], "backends": ["onnxruntime", "onnxruntime-int8"]})
     (work / "config/programs.yaml").write_text(yaml.safe_dump(config))
-    proc = run_snakemake(work, "results/leaderboard.html", "--configfile", "config/programs.yaml", "--cores", "2", timeout=1800)
+    proc = run_snakemake(work, "results/leaderboard.html", "--configfile", "config/programs.yaml", "--cores", "2", timeout=2400)
     return work, proc
 
 
@@ -74,6 +121,35 @@ def run_json(work, entry):
     return json.loads((work / f"results/runs/{entry}/seed0/run.json").read_text())
 
 
+def board(work):
+    return json.loads((work / "results/leaderboard.json").read_text())
+
+
+def ranked_entries(work, objective="train_time"):
+    return {r["entry"] for t in board(work)["objectives"] if t["objective"] == objective for r in t["rows"]}
+
+
+def test_only_the_honest_programs_are_ranked_beside_the_zoo_entry(programs):
+    work, _ = programs
+    assert ranked_entries(work) == {"fastnet", *RANKED}
+    excluded = {e["source"]: e for e in board(work)["excluded"]}
+    for entry, (*_, reason) in NOT_RANKED.items():
+        program = run_json(work, entry)["program"]
+        assert program["excluded"] and reason in program["excluded"], (entry, program["excluded"])
+        assert excluded[f"runs/{entry}/seed0"]["reason"] == program["excluded"]
+    for entry in RANKED:
+        assert run_json(work, entry)["program"]["excluded"] is None, entry
+
+
+def test_no_time_is_negative_and_every_stage_took_every_run(programs):
+    work, _ = programs
+    for entry in [*RANKED, *NOT_RANKED]:
+        log = pd.read_parquet(work / f"results/runs/{entry}/seed0/train.parquet")
+        assert (log["hours"] >= 0).all() and (log["hours"] <= log["wall_hours"] + 1e-9).all(), entry
+        for stage_output in ("time_to_accuracy.json", "sensitivity.json", "utilization.json"):
+            assert (work / f"results/runs/{entry}/seed0/{stage_output}").is_file(), (entry, stage_output)
+
+
 def test_an_honest_program_is_ranked_on_dawnpipes_clock(programs):
     work, _ = programs
     run = run_json(work, "prog-honest")
@@ -86,18 +162,48 @@ def test_an_honest_program_is_ranked_on_dawnpipes_clock(programs):
     tta = json.loads((work / "results/runs/prog-honest/seed0/time_to_accuracy.json").read_text())
     assert tta["reached"] and tta["epochs_to_accuracy"] == first
     assert tta["time_to_accuracy_hours"] * 3600 == pytest.approx(program["clock"]["dawnpipe_seconds"], abs=1e-5)  # the log keeps hours to 10 decimals
-    # the measured accuracy is dawnpipe's own score, the same one inference finds with the same model
+    # the ranked accuracy is dawnpipe's score on the whole test split, the same one inference finds with the same model
     latency = json.loads((work / "results/runs/prog-honest/seed0/latency/onnxruntime.json").read_text())
-    measured = next(c["measured"] for c in program["claims"] if c["epoch"] == first)
-    assert latency["accuracy"] == pytest.approx(measured) and latency["checkpoint_epoch"] == first
+    whole = pd.read_parquet(work / "results/runs/prog-honest/seed0/train.parquet").set_index("epoch")["top1Accuracy"][first]
+    assert latency["accuracy"] == pytest.approx(whole) and latency["checkpoint_epoch"] == first
     assert json.loads((work / "results/runs/prog-honest/seed0/latency/onnxruntime-int8.json").read_text())["precision"] == "int8"
-    board = json.loads((work / "results/leaderboard.json").read_text())
-    ranked = {r["entry"] for t in board["objectives"] if t["objective"] == "train_time" for r in t["rows"]}
-    assert "prog-honest" in ranked
+    # what it was given and what was kept back
+    held = program["held_back"]
+    # a fifth of each class of the 500 test items, rounded per class
+    assert held["kept_items"] + held["given_items"] == 500 and 90 <= held["kept_items"] <= 110 and held["test_at_ranked_epoch"]["memorised"] is False
+    assert program["items_given"] == {"train": 3000, "test": held["given_items"]}
+    time_parts = program["time"]
+    assert time_parts["ranked_seconds"] == program["clock"]["dawnpipe_seconds"] and time_parts["startup_counted_seconds"] == 0.0
+    assert time_parts["wall_seconds"] >= time_parts["ranked_seconds"] + time_parts["startup_seconds"] - 1e-6
     log = (work / "results/logs/train/prog-honest/seed0.log").read_text()
-    assert f"train: epoch {first}: the program claims" in log and "verified" in log
+    assert f"train: epoch {first}: the program claims" in log and "reached" in log and "kept back" in log
     mllog_text = (work / "results/runs/prog-honest/seed0/train.mllog").read_text()  # dawnpipe's view, for MLCommons' tools
     assert '"key": "run_start"' in mllog_text and '"global_batch_size"' in mllog_text
+
+
+def test_contract_2_programs_hand_their_model_over_by_epoch_stop(programs):
+    work, _ = programs
+    for entry, fmt in (("prog-honest-2", "onnx"), ("prog-weights", "onnx")):
+        program = run_json(work, entry)["program"]
+        assert program["contract"] == 2 and program["model_format"] == fmt and program["excluded"] is None, (entry, program)
+        assert program["time"]["evaluation_off_clock_seconds"] == 0.0  # its own evaluation is on the clock
+    assert run_json(work, "prog-weights")["program"]["weights"] == "torch"
+    assert (work / "results/logs/train/prog-weights/seed0.log").read_text().count("dawnpipe measures") >= 1
+
+
+def test_a_freeze_inside_the_next_evaluation_window_is_taken_off_once(programs):
+    """prog-burst writes epoch 1's eval_stop and epoch 2's epoch_start ... eval_start in one write and sleeps
+    in epoch 2's window, where dawnpipe's freeze for epoch 1 lands. At every epoch both clocks agree with the
+    training time the program measured itself."""
+    work, _ = programs
+    run = run_json(work, "prog-burst")
+    own = [run["program"]["logged"][f"self_training_seconds_{epoch}"] for epoch in (1, 2, 3)]
+    log = pd.read_parquet(work / "results/runs/prog-burst/seed0/train.parquet").set_index("epoch")
+    assert list(log.index) == [1, 2, 3] and own[0] == own[1] < 0.01 < own[2]  # epochs 1 and 2 train nothing
+    for epoch in (1, 2, 3):
+        for column in ("hours", "program_hours"):
+            assert log[column][epoch] >= 0.0
+            assert log[column][epoch] * 3600 == pytest.approx(own[epoch - 1], abs=0.5), (epoch, column)
 
 
 def test_a_program_fetched_at_its_pinned_commit_runs_from_its_checkout(programs):
@@ -116,13 +222,31 @@ def test_a_program_whose_claims_are_contradicted_is_not_ranked(programs):
     assert bad["claimed"] == pytest.approx(min(100.0, bad["measured"] + 15.0), abs=0.01)
     reason = program["excluded"]
     assert reason.startswith(f"claims contradicted: epoch {bad['epoch']} claimed {bad['claimed']:.2f}%, dawnpipe measured {bad['measured']:.2f}%")
-    board = json.loads((work / "results/leaderboard.json").read_text())
-    assert not [r for t in board["objectives"] for r in t["rows"] if r.get("entry") == "prog-overclaim"]
-    excluded = [e for e in board["excluded"] if e["source"] == "runs/prog-overclaim/seed0"]
+    assert not [r for t in board(work)["objectives"] for r in t["rows"] if r.get("entry") == "prog-overclaim"]
+    excluded = [e for e in board(work)["excluded"] if e["source"] == "runs/prog-overclaim/seed0"]
     assert {o for e in excluded for o in e["objectives"]} >= {"train_time", "inference_latency"} and all(e["reason"] == reason for e in excluded)
     # exported as a DAWNBench submission, it says so too
     (exported,) = (work / "results/submissions/FashionMNIST/train").glob("*prog-overclaim-seed0*.json")
     assert json.loads(exported.read_text())["misc"]["program"]["excluded"] == reason
+
+
+def test_work_hidden_off_the_clock_is_counted_and_not_ranked(programs):
+    work, _ = programs
+    hidden = run_json(work, "prog-hide-in-eval")["program"]["time"]
+    assert hidden["evaluation_counted_seconds"] > 1.0 and hidden["ranked_seconds"] >= hidden["evaluation_counted_seconds"]
+    early = run_json(work, "prog-pre-start")["program"]["time"]
+    assert early["startup_cpu_seconds"] > 20.0 and early["startup_counted_seconds"] > 0.0
+    assert early["ranked_seconds"] >= early["startup_counted_seconds"]
+    honest = run_json(work, "prog-honest-2")["program"]["time"]
+    assert honest["startup_cpu_seconds"] < 15.0  # importing torch and loading data: within the allowance
+
+
+def test_a_program_that_learns_the_test_items_it_is_given_is_caught(programs):
+    work, _ = programs
+    test = run_json(work, "prog-memorise")["program"]["held_back"]["test_at_ranked_epoch"]
+    assert test["memorised"] and test["given_accuracy"] > test["kept_accuracy"] and test["p_value"] <= test["alpha"]
+    given = work / "results/.work/prog-memorise/seed0"  # gone once the run completed: what the program was given is not left behind
+    assert not given.exists()
 
 
 def test_a_program_clock_that_disagrees_is_flagged_and_dawnpipes_ranks(programs):
@@ -135,6 +259,16 @@ def test_a_program_clock_that_disagrees_is_flagged_and_dawnpipes_ranks(programs)
     html = (work / "results/leaderboard.html").read_text()
     row = re.search(r'<tr id="program-prog-slow-clock-0">.*?</tr>', html, re.S).group(0)
     assert "<strong>disagree</strong>" in row
+
+
+def test_the_page_shows_each_program_runs_time_at_a_glance(programs):
+    work, _ = programs
+    html = (work / "results/leaderboard.html").read_text()
+    for entry in [*RANKED, *NOT_RANKED]:
+        row = re.search(rf'<tr id="program-{entry}-0">.*?</tr>', html, re.S).group(0)
+        assert 'class="timebar"' in row and "start-up" in row, entry
+    row = re.search(r'<tr id="program-prog-pre-start-0">.*?</tr>', html, re.S).group(0)
+    assert "not ranked" in row and "work off the clock" in row
 
 
 def test_nothing_a_program_prints_reaches_the_terminal_or_the_page_unescaped(programs):

@@ -19,6 +19,7 @@ from conftest import run_cli
 from dawnpipe.entries import load_entry, validate_entry
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.programs import contract, mllog, models
+from dawnpipe.programs.clock import ClockRule, Freeze, Window
 
 HONEST = {
     "task": "fashion-mnist",
@@ -122,7 +123,17 @@ def epoch_events(n, start, train, evaluate, program_scale=1.0, accuracy=90.0):
     ]
 
 
-def test_both_clocks_run_from_run_start_without_evaluations_and_pauses():
+def rule_of(tl, contract=1, bound=100.0, freezes=()):
+    """The clock rule of a timeline as the harness builds it: its evaluation windows, each bounded by ``bound``."""
+    rule = ClockRule(contract, freezes=list(freezes))
+    for e in tl.epochs.values():
+        if e.eval_start is not None and e.eval_stop is not None:
+            rule.windows.append(Window(e.number, e.eval_start, e.eval_stop))
+            rule.bounds[e.number] = bound
+    return rule
+
+
+def test_both_clocks_run_from_run_start_without_evaluations_and_freezes():
     tl, done = events(
         ("init_start", S, 0.0, 0.0, {}),
         ("run_start", S, 2.0, 2.0, {}),
@@ -131,17 +142,45 @@ def test_both_clocks_run_from_run_start_without_evaluations_and_pauses():
         ("run_stop", E, 29.0, 29.0, {"status": "success"}),
     )
     assert done == [1, 2] and tl.status == "success"
-    assert tl.training_seconds(1) == pytest.approx((10.0, 10.0))
-    assert tl.training_seconds(2) == pytest.approx((20.5, 20.5))
-    # the program paused 1.5 s during epoch 2 while dawnpipe scored epoch 1: off both clocks
-    assert tl.training_seconds(2, [(16.0, 17.5)]) == pytest.approx((19.0, 19.0))
-    assert tl.training_seconds(1, [(16.0, 17.5)]) == pytest.approx((10.0, 10.0))  # the pause came later
+    rule = rule_of(tl)
+    assert rule.training_seconds(tl.run_start, tl.epochs[1].eval_stop) == pytest.approx((10.0, 10.0))
+    assert rule.training_seconds(tl.run_start, tl.epochs[2].eval_stop) == pytest.approx((20.5, 20.5))
+    # the program frozen 1.5 s during epoch 2 while dawnpipe scored epoch 1: off both clocks
+    frozen = rule_of(tl, freezes=[Freeze(16.0, 17.5, 15.0, 15.0 * 1000, 1)])
+    assert frozen.training_seconds(tl.run_start, tl.epochs[2].eval_stop) == pytest.approx((19.0, 19.0))
+    assert frozen.training_seconds(tl.run_start, tl.epochs[1].eval_stop) == pytest.approx((10.0, 10.0))  # the freeze came later
+    # contract 1 bounds each window: with scoring that took 0.5 s, 2 x 0.5 + 1 s of a 3 s window are off the clock
+    bounded = rule_of(tl, bound=2.0)
+    assert bounded.training_seconds(tl.run_start, tl.epochs[1].eval_stop) == pytest.approx((11.0, 11.0))
 
 
 def test_a_clock_at_half_speed_gives_half_the_time():
     tl, _ = events(("run_start", S, 0.0, 0.0, {}), *epoch_events(1, 0.0, 10.0, 2.0, program_scale=0.5))
-    ours, theirs = tl.training_seconds(1)
+    ours, theirs = rule_of(tl).training_seconds(tl.run_start, tl.epochs[1].eval_stop)
     assert ours == pytest.approx(10.0) and theirs == pytest.approx(5.0)
+
+
+def test_an_evaluation_before_any_training_is_epoch_0():
+    tl, done = events(
+        ("run_start", S, 0.0, 0.0, {}),
+        ("eval_start", S, 0.0, 0.0, {"epoch_num": 0}),
+        ("eval_accuracy", P, 0.5, 0.5, {"epoch_num": 0, "value": 10.0}),
+        ("eval_stop", E, 1.0, 1.0, {"epoch_num": 0}),
+        *epoch_events(1, 1.0, 5.0, 1.0),
+    )
+    assert done == [0, 1] and tl.epochs[0].accuracy == 10.0
+    rule = rule_of(tl)
+    assert rule.training_seconds(tl.run_start, tl.epochs[0].eval_stop) == (0.0, 0.0)
+    assert rule.training_seconds(tl.run_start, tl.epochs[1].eval_stop) == pytest.approx((5.0, 5.0))
+
+
+def test_a_resumed_timeline_goes_on_from_the_epoch_after_the_last_one_kept():
+    tl = mllog.Timeline(first_epoch=4)
+    tl.add(mllog.parse(line("run_start", S), 1), 0.0)
+    with pytest.raises(mllog.BrokenLog, match=r"epoch_num 1, expected 4 .*continues from its \{state\}"):
+        tl.add(mllog.parse(line("epoch_start", S, epoch_num=1), 2), 1.0)
+    tl.add(mllog.parse(line("epoch_start", S, epoch_num=4), 3), 1.0)
+    assert list(tl.epochs) == [4]
 
 
 def test_mllog_after_a_loggers_prefix_and_eval_accuracy_after_eval_stop_are_read():
@@ -172,7 +211,8 @@ def test_mllog_after_a_loggers_prefix_and_eval_accuracy_after_eval_stop_are_read
         ([line("run_start", S), line("run_start", S)], "line 2 of the program's output: run_start: a second run_start"),
         ([line("run_start", S), line("epoch_start", S, epoch_num=2)], "epoch_num 2, expected 1"),
         ([line("run_start", S), line("epoch_start", S, epoch_num=1), line("eval_start", S, epoch_num=1)], "while epoch 1 is training"),
-        ([line("run_start", S), line("epoch_start", S, epoch_num=0)], "field 'metadata.epoch_num'"),
+        ([line("run_start", S), line("epoch_start", S, epoch_num=0)], "epoch_num 0 is only for an evaluation before the first epoch_start"),
+        ([line("run_start", S), line("epoch_start", S, epoch_num=-1)], "field 'metadata.epoch_num'"),
         (
             [
                 line("run_start", S),

@@ -68,6 +68,22 @@ def seconds(text: str) -> float:
     return value
 
 
+def non_negative(text: str) -> float:
+    """A finite number >= 0."""
+    value = finite_float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    return value
+
+
+def fraction(text: str) -> float:
+    """A share from 0 to 0.5 (a part kept back, never most of it)."""
+    value = finite_float(text)
+    if not 0 <= value <= 0.5:
+        raise argparse.ArgumentTypeError(f"expected a share from 0 to 0.5, got {text!r}")
+    return value
+
+
 def finite_float(text: str) -> float:
     try:
         value = float(text)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +89,7 @@ def validate_program(doc: dict[str, Any], source: str) -> dict[str, Any]:
         raise DawnpipeError(f"{source}: field 'task': a program entry hands over an image classifier (docs/programs.md); task {doc['task']} has {items} items")
     entry = fill_defaults(copy.deepcopy(doc), schema)
     contract.check(entry["program"], entry["hyperparameters"], source)
+    contract.check_layouts(entry["program"], entry["task"], source)
     weights.check_entry(entry["program"], source)
     entry["framework"] = PROGRAM_FRAMEWORK
     entry["model"] = contract.program_name(entry["program"])
@@ -113,6 +115,10 @@ def load_entry(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     entry = validate_entry(read_yaml(path), str(path))
     entry["id"] = path.stem
+    program = entry.get("program")
+    if program is not None and not program.get("source") and program["workdir"].startswith(("./", "../")):
+        # a program kept beside its entry file: its workdir, from there, as a path from the project root (where the pipeline runs)
+        program["workdir"] = os.path.relpath(os.path.normpath(os.path.join(path.parent, program["workdir"])))
     return entry
 
 
@@ -123,10 +129,23 @@ def config_hash(obj: Any) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+PROGRAM_RULES = {"startup_allowance_cpu_seconds": 15.0, "evaluation_factor": 2.0, "held_back_fraction": 0.2}  # config key `programs`
+
+
 def run_settings(
-    entry: dict[str, Any], *, seed: int, threshold: float, official_threshold: float, train_limit: int | None, test_limit: int | None, stop_at_threshold: bool
+    entry: dict[str, Any],
+    *,
+    seed: int,
+    threshold: float,
+    official_threshold: float,
+    train_limit: int | None,
+    test_limit: int | None,
+    stop_at_threshold: bool,
+    programs: dict[str, float] | None = None,
 ) -> dict[str, Any]:
-    """Everything that decides a training run's result, in one dict (hashed into run.json)."""
+    """Everything that decides a training run's result, in one dict (hashed into run.json); a program
+    entry's also holds the configuration's ``programs`` rules (clock allowances, test items kept back)."""
+    extra = {"programs": {k: float(v) for k, v in {**PROGRAM_RULES, **(programs or {})}.items()}} if is_program(entry) else {}
     return {
         "entry": entry,
         "seed": int(seed),
@@ -136,4 +155,5 @@ def run_settings(
         "train_limit": train_limit,
         "test_limit": test_limit,
         "stop_at_threshold": bool(stop_at_threshold),
+        **extra,
     }

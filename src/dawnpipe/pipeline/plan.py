@@ -218,6 +218,7 @@ class Plan:
             train_limit=self.config["train_limit"],
             test_limit=self.config["test_limit"],
             stop_at_threshold=self.stop_at_threshold(entry),
+            programs=self.config["programs"],
         )
 
     def flops_values(self, entry: str) -> dict[str, Any]:

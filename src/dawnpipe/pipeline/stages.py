@@ -207,9 +207,9 @@ SCRIPT_SUFFIXES = (".py", ".sh", ".jl", ".R", ".lua", ".pl", ".rb")
 
 def program_inputs(plan: Plan, job: Job) -> list[str]:
     """What a program entry's runs are made from, beside its entry's values: its
-    fetched checkout, or the files its command names (a relative word with a
-    '/' or a script's suffix, no placeholder) and its program.files, relative
-    to its workdir; a change reruns its runs, and a missing one is named
+    fetched checkout, or the files its command names (a word with a '/' or a
+    script's suffix, no placeholder) and its program.files, relative to its
+    workdir (absolute where the program is kept outside the project); a change reruns its runs, and a missing one is named
     before anything runs. Nothing for a zoo entry. Written from the entry
     alone, not from what exists, so dvc.yaml is the same on every machine."""
     import os
@@ -221,8 +221,8 @@ def program_inputs(plan: Plan, job: Job) -> list[str]:
         return [PROGRAMS_DIR.format(entry=job["entry"])]
     workdir = program["workdir"]
 
-    def names_a_file(word: str) -> bool:
-        return "{" not in word and not word.startswith(("-", "/")) and ("/" in word or word.endswith(SCRIPT_SUFFIXES))
+    def names_a_file(word: str) -> bool:  # an absolute one too: a program kept outside the project reruns as one inside it
+        return "{" not in word and not word.startswith("-") and ("/" in word or word.endswith(SCRIPT_SUFFIXES))
 
     named = [w for w in program["command"] if names_a_file(w)]
     return sorted({os.path.normpath(os.path.join(workdir, f)) for f in (*named, *program["files"])})
@@ -305,7 +305,23 @@ def _train_args(plan: Plan, job: Job) -> list[str]:
         ("--test-limit", c["test_limit"]),
         ("--stop-at-threshold", plan.stop_at_threshold(job["entry"])),
         ("--entries-dir", _variant_entries_dir(plan, job)),
+        *_program_rules(plan, job),
     )
+
+
+def _program_rules(plan: Plan, job: Job) -> list[tuple[str, str]]:
+    """A program entry's clock allowances and test items kept back (config key programs); none for a zoo entry."""
+    if "program" not in _entry(plan, job).recipe:
+        return []
+    rules = plan.run_settings(job["entry"], 0)["programs"]
+    return [(flag, repr(rules[key])) for flag, key in PROGRAM_RULE_FLAGS]
+
+
+PROGRAM_RULE_FLAGS = (
+    ("--startup-allowance", "startup_allowance_cpu_seconds"),
+    ("--evaluation-factor", "evaluation_factor"),
+    ("--held-back", "held_back_fraction"),
+)
 
 
 def _variant_entries_dir(plan: Plan, job: Job) -> str | None:
@@ -360,7 +376,7 @@ TRAIN = Stage(
         "telemetry_interval": lambda plan, job: repr(float(plan.config["telemetry"]["interval_s"])),
     },
     values={"run_settings": RECIPE},
-    config_keys=("tasks.{task}.threshold", "config.train_limit", "config.test_limit", "config.stop_at_threshold", "config.telemetry"),
+    config_keys=("tasks.{task}.threshold", "config.train_limit", "config.test_limit", "config.stop_at_threshold", "config.telemetry", "config.programs"),
     code=lambda plan: trainer_modules(),
     needs=Needs(timed=True, mem_mb=8000, runtime_min=120),
     env=train_env,

@@ -1,5 +1,4 @@
-"""The clock of a program run (docs/rules.md, "Training time"; docs/programs.md,
-"The clock").
+"""The clock of a program run (docs/rules.md#the-clock).
 
 dawnpipe stamps every line of the program's output with its own monotonic
 clock when the line arrives; the program's MLLOG carries its own ``time_ms``.
@@ -70,7 +69,7 @@ def union(spans: Iterable[Span], lo: float, hi: float) -> list[Span]:
 
 def covered(spans: Iterable[Span], lo: float, hi: float) -> float:
     """Seconds of [lo, hi] that ``spans`` cover, each second once."""
-    return sum(b - a for a, b in union(spans, lo, hi))
+    return float(sum(b - a for a, b in union(spans, lo, hi)))
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,11 @@
 A program's ``command`` is a list of words run without a shell; each word
 may hold placeholders that dawnpipe fills in for the run:
 
-    {data}       absolute path of the task's prepared data (manifest.json and its arrays)
-    {out}        an absolute, empty directory for the program's model files
+    {data}        absolute path of the task's prepared data as the program is given it (manifest.json and its arrays)
+    {torchvision} a root directory of the same items in torchvision's layout (FashionMNIST/raw/, cifar-10-batches-py/, train/ and val/)
+    {npz}         one .npz file of the same items as Keras' load_data() returns them (x_train, y_train, x_test, y_test)
+    {out}         an absolute, empty directory for the program's model files
+    {state}       a directory that survives an interrupted run: the program's own checkpoint, to continue from
     {seed}       the run's seed
     {threshold}  the run's threshold, in the unit of the task's metric
     {device}     cpu or cuda
@@ -26,8 +29,10 @@ from typing import Any
 
 from dawnpipe.errors import DawnpipeError
 
-CONTRACT = 1  # program_contract: the version of docs/programs.md these rules are
-PLACEHOLDERS = ("data", "out", "seed", "threshold", "device", "threads")
+CONTRACT = 2  # the newest version of the program contract (docs/programs.md); 1 is still followed
+CONTRACTS = (1, 2)
+PLACEHOLDERS = ("data", "torchvision", "npz", "out", "state", "seed", "threshold", "device", "threads")
+DATA_LAYOUTS = ("torchvision", "npz")  # placeholders whose data dawnpipe writes only when the command names them
 HP_PREFIX = "hp."
 _TOKEN = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
 
@@ -99,6 +104,26 @@ def fill(program: Mapping[str, Any], values: Mapping[str, str], hp: Mapping[str,
     command = [fill_word(w, values, hp, f"program.command[{i}]") for i, w in enumerate(program["command"])]
     env = {k: fill_word(v, values, hp, f"program.env.{k}") for k, v in program.get("env", {}).items()}
     return command, env
+
+
+def check_layouts(program: Mapping[str, Any], task: str, source: str) -> None:
+    """A data layout the command names must exist for the entry's task (dawnpipe.data.layouts); else one error naming the field."""
+    from dawnpipe.programs.data_layouts import layout_refusal
+
+    words = [(f"program.command[{i}]", w) for i, w in enumerate(program["command"])]
+    words += [(f"program.env.{k}", v) for k, v in program.get("env", {}).items()]
+    for field, word in words:
+        for kind in DATA_LAYOUTS:
+            if "{" + kind + "}" in word:
+                reason = layout_refusal(kind, task)
+                if reason is not None:
+                    raise DawnpipeError(f"{source}: field '{field}': {reason}")
+
+
+def named_placeholders(program: Mapping[str, Any]) -> set[str]:
+    """The contract's placeholders the command and env use (not {hp.NAME})."""
+    words = [*program["command"], *program.get("env", {}).values()]
+    return {m.group(1) for w in words for m in _TOKEN.finditer(w) if m.group(1) and not m.group(1).startswith(HP_PREFIX)}
 
 
 def program_name(program: Mapping[str, Any]) -> str:

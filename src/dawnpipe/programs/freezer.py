@@ -1,5 +1,5 @@
 """Freezing a whole program while dawnpipe takes and scores its model
-(docs/programs.md, "The freeze").
+(docs/programs.md#the-freeze).
 
 Only dawnpipe's freeze is off a program's clock, so the freeze must hold
 everything the program runs, not only its process group (a child started with
@@ -38,7 +38,6 @@ import psutil
 PR_SET_CHILD_SUBREAPER = 36
 FREEZE_WAIT_S = 10.0  # a cgroup that takes longer to report frozen is a failure of the freeze
 CPU_SLACK_S = 0.05  # CPU seconds the frozen set may account for during a freeze (the kernel's bookkeeping)
-V2_ROOT = Path("/sys/fs/cgroup")
 V1_FREEZER = Path("/sys/fs/cgroup/freezer")
 V1_CPUACCT = Path("/sys/fs/cgroup/cpuacct")
 
@@ -56,11 +55,23 @@ def become_subreaper() -> bool:
         return False
 
 
-def _own_cgroup_v2() -> Path | None:
+def _v2_mount() -> Path | None:
+    """Where the cgroup v2 hierarchy is mounted (/sys/fs/cgroup, or /sys/fs/cgroup/unified beside v1's)."""
+    try:
+        for line in Path("/proc/self/mounts").read_text().splitlines():
+            parts = line.split()
+            if len(parts) > 2 and parts[2] == "cgroup2":
+                return Path(parts[1])
+    except OSError:
+        return None
+    return None
+
+
+def _own_cgroup_v2(mount: Path) -> Path | None:
     try:
         for line in Path("/proc/self/cgroup").read_text().splitlines():
             if line.startswith("0::"):
-                return V2_ROOT / line[3:].lstrip("/")
+                return mount / line[3:].lstrip("/")
     except OSError:
         return None
     return None
@@ -108,12 +119,12 @@ class Freezer:
     def create(cls, prefer: str = "auto") -> Freezer:
         """The best freezer this system offers: ``prefer`` = auto, cgroup or signals."""
         if prefer != "signals":
-            own = _own_cgroup_v2()
-            for parent, control, method in (
-                (own, "cgroup.freeze", "cgroup v2 freezer"),
-                (V2_ROOT, "cgroup.freeze", "cgroup v2 freezer"),
-                (V1_FREEZER, "freezer.state", "cgroup v1 freezer"),
-            ):
+            mount = _v2_mount()
+            candidates = []
+            if mount is not None:  # v2 first (the kernel calls v1's freezer imperfect): the job's own cgroup, else the root
+                candidates += [(_own_cgroup_v2(mount), "cgroup.freeze", "cgroup v2 freezer"), (mount, "cgroup.freeze", "cgroup v2 freezer")]
+            candidates.append((V1_FREEZER, "freezer.state", "cgroup v1 freezer"))
+            for parent, control, method in candidates:
                 if parent is None:
                     continue
                 made = _try_make(parent, control)
@@ -214,18 +225,21 @@ class Freezer:
                 os.killpg(os.getpgid(self.root_pid), signal.SIGSTOP)
             except (ProcessLookupError, PermissionError):
                 pass
-        for _ in range(50):  # until the tree holds still: a process may fork while the others are stopped
+        deadline = time.perf_counter() + FREEZE_WAIT_S
+        while True:  # until the tree holds still: a process may fork, or sit in the kernel, while the others stop
             running = []
             for pid, p in self.tree().items():
-                try:
-                    if p.status() not in (psutil.STATUS_STOPPED, psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD):
-                        running.append(pid)
+                if _status(p) not in (psutil.STATUS_STOPPED, psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD, None):
+                    running.append(pid)
+                    try:
                         os.kill(pid, signal.SIGSTOP)
-                except (psutil.Error, ProcessLookupError):
-                    pass
+                    except ProcessLookupError:
+                        pass
             if not running:
                 return
-            time.sleep(0.001)
+            if time.perf_counter() > deadline:
+                raise FreezeError(f"{len(running)} of the program's processes did not stop within {FREEZE_WAIT_S:g} s (SIGSTOP)")
+            time.sleep(0.002)
 
     def check(self, frozen: Frozen) -> str | None:
         """Before thawing: the violation, if any, of this freeze (a process outside the frozen set, CPU work while frozen)."""

@@ -1,5 +1,5 @@
 """Test items a program never sees, and the test of whether it learnt the
-ones it was given (docs/rules.md, "Test items kept back"; docs/programs.md).
+ones it was given (docs/rules.md#the-score-and-the-test-items-kept-back; docs/programs.md).
 
 A program is handed the test split with its labels (to evaluate itself, as
 programs do), so nothing stops it from training on the very items it is

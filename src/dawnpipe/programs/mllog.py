@@ -15,7 +15,12 @@ a ``BrokenLog`` naming the line of the program's output and the reason.
 
 ``Timeline`` keeps, for each contract event, the time dawnpipe stamped on its
 arrival (its own monotonic clock) beside the program's own ``time_ms``, so
-both clocks of the run can be computed the same way (``training_seconds``).
+both clocks of the run can be computed by one rule (dawnpipe.programs.clock).
+
+An evaluation may come before any training: ``eval_start`` ... ``eval_stop``
+with ``epoch_num`` 0 before the first ``epoch_start`` evaluates the model as
+it starts (its training time is nil). A resumed run's timeline starts at the
+epoch after the last one dawnpipe kept (``first_epoch``).
 """
 
 from __future__ import annotations
@@ -99,7 +104,7 @@ def _name(key: str) -> str:
 class Epoch:
     """The contract's events of one epoch: (dawnpipe's stamp in seconds, the program's time_ms) each."""
 
-    number: int
+    number: int  # 0: an evaluation before any training
     start: tuple[float, float] | None = None
     stop: tuple[float, float] | None = None
     eval_start: tuple[float, float] | None = None
@@ -121,6 +126,8 @@ class Timeline:
     epochs: dict[int, Epoch] = field(default_factory=dict)
     other: dict[str, Any] = field(default_factory=dict)  # the first value of each other key (bounded)
     mllog_lines: int = 0
+    first_epoch: int = 1  # the epoch after the last one a resumed run kept
+    resuming: bool = False  # after an interruption: the program may go on from a later epoch (one it trained but dawnpipe did not keep)
     _open_epoch: int | None = None
     _open_eval: int | None = None
 
@@ -149,15 +156,24 @@ class Timeline:
             if status not in STATUSES:
                 raise BrokenLog(f"{where}: field 'metadata.status': expected one of {', '.join(STATUSES)}, got {_show(status)}")
             if self._open_epoch is not None or self._open_eval is not None:
-                raise BrokenLog(f"{where} while epoch {self._open_epoch or self._open_eval}'s {'training' if self._open_epoch else 'evaluation'} is open")
+                open_epoch = self._open_epoch if self._open_epoch is not None else self._open_eval
+                raise BrokenLog(f"{where} while epoch {open_epoch}'s {'training' if self._open_epoch is not None else 'evaluation'} is open")
             self._check_last_evaluation(where)
             self.run_stop, self.status = when, status
             return None
         n = _epoch_num(event, where)
+        if n == 0:
+            if key not in ("eval_start", "eval_stop", "eval_accuracy") or any(e > 0 for e in self.epochs) or self.first_epoch > 1:
+                raise BrokenLog(f"{where}: epoch_num 0 is only for an evaluation before the first epoch_start")
+            if key == "eval_start" and 0 not in self.epochs:
+                self.epochs[0] = Epoch(0, start=self.run_start, stop=self.run_start)
         if key == "epoch_start":
-            expected = max(self.epochs, default=0) + 1
+            expected = max(self.epochs, default=self.first_epoch - 1) + 1 if self.epochs.keys() - {0} else self.first_epoch
+            if self.resuming and not self.epochs.keys() - {0} and n > expected:
+                expected = n  # it checkpointed an epoch whose model dawnpipe had not taken yet: that epoch's time is lost time
             if n != expected:
-                raise BrokenLog(f"{where}: epoch_num {n}, expected {expected} (epochs count from 1, one at a time)")
+                resumed = f" (the run resumes after epoch {self.first_epoch - 1}: the program continues from its {{state}})" if self.first_epoch > 1 else ""
+                raise BrokenLog(f"{where}: epoch_num {n}, expected {expected} (epochs count from 1, one at a time){resumed}")
             if self._open_eval is not None:
                 raise BrokenLog(f"{where} during epoch {self._open_eval}'s evaluation")
             self._check_last_evaluation(where)
@@ -206,32 +222,11 @@ class Timeline:
     def evaluated(self) -> list[Epoch]:
         return [e for e in self.epochs.values() if e.evaluated]
 
-    def training_seconds(self, epoch: int, pauses: list[tuple[float, float]] = ()) -> tuple[float, float]:
-        """(dawnpipe's, the program's) training clock at the end of ``epoch``:
-        from run_start to its epoch_stop, less every evaluation window that
-        ended before it and the time the program was paused (``pauses``: spans
-        of dawnpipe's clock, taken off both: the program's wall clock ran
-        through them too). Each clock uses its own times alone."""
-        assert self.run_start is not None
-        stop = self.epochs[epoch].stop
-        assert stop is not None
-        clocks = []
-        for i in (0, 1):
-            scale = 1.0 if i == 0 else 1e-3
-            evals = sum(
-                (e.eval_stop[i] - e.eval_start[i]) * scale
-                for e in self.epochs.values()
-                if e.eval_start is not None and e.eval_stop is not None and e.eval_stop[0] <= stop[0]
-            )
-            clocks.append((stop[i] - self.run_start[i]) * scale - evals)
-        paused = sum(max(0.0, min(b, stop[0]) - a) for a, b in pauses if a < stop[0])
-        return clocks[0] - paused, clocks[1] - paused
-
 
 def _epoch_num(event: Event, where: str) -> int:
     n = event.metadata.get("epoch_num")
     if isinstance(n, float) and n.is_integer():
         n = int(n)
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise BrokenLog(f"{where}: field 'metadata.epoch_num': expected a whole number from 1, got {_show(n)}")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise BrokenLog(f"{where}: field 'metadata.epoch_num': expected a whole number from 0, got {_show(n)}")
     return n

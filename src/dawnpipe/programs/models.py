@@ -1,8 +1,8 @@
 """The model files a program hands over, and dawnpipe's own score of them
-(docs/programs.md, "Model files").
+(docs/programs.md#what-the-program-hands-over-its-models).
 
-For each evaluated epoch N the program writes, during the evaluation window,
-``{out}/epoch<N>.onnx`` (one input: a float32 batch of items exactly as the
+For an epoch N the program writes (contract 2: by its epoch_stop; contract 1:
+during its evaluation window) ``{out}/epoch<N>.onnx`` (one input: a float32 batch of items exactly as the
 prepared arrays store them; one output: logits ``[batch, classes]``) or, from
 a program that cannot write ONNX, a TensorFlow SavedModel directory
 ``{out}/epoch<N>.savedmodel/`` with the same input and output (its
@@ -398,8 +398,17 @@ def _first_line(error: Exception) -> str:
 # ------------------------------------------------------------------ scoring
 def score(logits: Callable[[np.ndarray], np.ndarray], images, labels: np.ndarray, *, classes: int, topk: int = 1, source: str = "model") -> dict[str, float]:
     """top-1 (and top-``topk``) accuracy in percent of ``logits`` over the stored ``images``, in batches."""
-    correct1 = correctk = 0
+    correct = correct_items(logits, images, labels, classes=classes, topk=topk, source=source)
+    return {column: 100.0 * float(hits.mean()) if len(hits) else float("nan") for column, hits in correct.items()}
+
+
+def correct_items(
+    logits: Callable[[np.ndarray], np.ndarray], images, labels: np.ndarray, *, classes: int, topk: int = 1, source: str = "model"
+) -> dict[str, np.ndarray]:
+    """Per item, whether ``logits`` answer it right: ``top1Accuracy`` (and ``top<k>Accuracy``) -> a boolean array."""
     n = len(labels)
+    top1 = np.zeros(n, dtype=bool)
+    topk_hits = np.zeros(n, dtype=bool)
     for start in range(0, n, SCORE_BATCH):
         batch = np.asarray(images[start : start + SCORE_BATCH])
         try:
@@ -412,14 +421,14 @@ def score(logits: Callable[[np.ndarray], np.ndarray], images, labels: np.ndarray
             raise DawnpipeError(
                 f"{source}: gives an output of shape {list(out.shape)} for a batch of {len(batch)}; the contract's is [batch, {classes}] logits"
             )
-        if not np.isfinite(out).all():
-            raise DawnpipeError(f"{source}: gives logits that are not finite (NaN or infinity) for items {start}..{start + len(batch) - 1}")
+        if np.isnan(out).any() or np.isposinf(out).any():  # -inf is a log-probability of 0: fine
+            raise DawnpipeError(f"{source}: gives logits that are NaN or +infinity for items {start}..{start + len(batch) - 1}")
         truth = np.asarray(labels[start : start + SCORE_BATCH]).astype(np.int64)
-        correct1 += int((out.argmax(1) == truth).sum())
+        top1[start : start + len(batch)] = out.argmax(1) == truth
         if topk > 1:
             best = np.argsort(-out, axis=1, kind="stable")[:, :topk]
-            correctk += int((best == truth[:, None]).any(1).sum())
-    result = {"top1Accuracy": 100.0 * correct1 / n}
+            topk_hits[start : start + len(batch)] = (best == truth[:, None]).any(1)
+    result = {"top1Accuracy": top1}
     if topk > 1:
-        result[f"top{topk}Accuracy"] = 100.0 * correctk / n
+        result[f"top{topk}Accuracy"] = topk_hits
     return result

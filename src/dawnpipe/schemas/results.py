@@ -53,7 +53,7 @@ class RunLog(Top1Log):
     # null where a program entry's run does not say (its loss, its rate and its items are inside the program)
     train_loss: Series[float] = pa.Field(ge=0, nullable=True)
     eval_seconds: Series[float] = pa.Field(ge=0)
-    epoch_train_seconds: Series[float] = pa.Field(gt=0)
+    epoch_train_seconds: Series[float] = pa.Field(ge=0)  # 0: an epoch that trained nothing (a program's, or its evaluation before training)
     lr: Series[float] = pa.Field(ge=0, nullable=True)
     items_per_second: Series[float] = pa.Field(gt=0, nullable=True)
 
@@ -79,13 +79,13 @@ class TimeToAccuracyResult(pa.DataFrameModel):
     official_threshold: Series[float]
     demo_threshold: Series[bool]
     reached: Series[bool]
-    epochs_to_accuracy: Series[float] = pa.Field(gt=0, nullable=True)
+    epochs_to_accuracy: Series[float] = pa.Field(ge=0, nullable=True)  # 0: a program's model evaluated before any training
     time_to_accuracy_hours: Series[float] = pa.Field(ge=0, nullable=True)
     wall_time_to_accuracy_hours: Series[float] = pa.Field(ge=0, nullable=True)
     usd_per_hour: Series[float] = pa.Field(ge=0, nullable=True)
     cost_usd: Series[float] = pa.Field(ge=0, nullable=True)
     best_metric: Series[float]
-    epochs_run: Series[float] = pa.Field(gt=0)
+    epochs_run: Series[float] = pa.Field(ge=0)
     training_hours: Series[float] = pa.Field(ge=0)
 
     @pa.dataframe_check

@@ -27,7 +27,7 @@ import shutil
 from pathlib import Path
 
 from dawnpipe import telemetry
-from dawnpipe.argtypes import add_flag, add_task_options, optional_int, seconds, task_option
+from dawnpipe.argtypes import add_flag, add_task_options, fraction, non_negative, optional_int, seconds, task_option
 from dawnpipe.argtypes import seed as seed_value
 from dawnpipe.argtypes import threshold as threshold_value
 from dawnpipe.data.loader import prepared_dir
@@ -61,6 +61,12 @@ def configure(p) -> None:
     add_flag(p, "--stop-at-threshold", "end training after the first epoch at the threshold")
     p.add_argument("--threads", type=int, help="CPU threads for the framework, per process (default: its own choice)")
     p.add_argument("--no-resume", action="store_true", help="ignore saved per-epoch state and start from scratch")
+    rules = p.add_argument_group("program entries (config key programs; docs/programs.md)")
+    rules.add_argument("--startup-allowance", type=seconds, help="CPU seconds of a program's start-up off its clock (default 15)")
+    rules.add_argument(
+        "--evaluation-factor", type=non_negative, help="contract 1: a program's evaluation window off its clock, x dawnpipe's scoring (default 2)"
+    )
+    rules.add_argument("--held-back", type=fraction, help="share of each class of the test split a program is never given (default 0.2)")
     add_task_options(p, what="demo threshold", dest="threshold_for", type=threshold_value, metavar="VALUE")
     p.add_argument("--telemetry", type=Path, help="output: hardware samples, Parquet (default: telemetry.parquet beside --run-json)")
     p.add_argument("--telemetry-interval", type=seconds, default=1.0, help="seconds between hardware samples; 0 turns sampling off (default 1)")
@@ -102,6 +108,15 @@ def settings_from_args(args) -> dict:
         train_limit=args.train_limit,
         test_limit=args.test_limit,
         stop_at_threshold=args.stop_at_threshold,
+        programs={
+            key: value
+            for key, value in (
+                ("startup_allowance_cpu_seconds", args.startup_allowance),
+                ("evaluation_factor", args.evaluation_factor),
+                ("held_back_fraction", args.held_back),
+            )
+            if value is not None
+        },
     )
 
 

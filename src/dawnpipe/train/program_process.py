@@ -1,7 +1,15 @@
-"""A program entry's process: started in a session of its own (its own
-process group), its output read line by line and stamped with dawnpipe's
-monotonic clock the moment each line arrives, paused and resumed while
-dawnpipe scores its models, and stopped as a whole group.
+"""A program entry's process: started in a session of its own, in a cgroup of
+its own where the system offers a freezer (dawnpipe.programs.freezer), and
+without network where the system allows; its output read line by line and
+stamped with dawnpipe's monotonic clock the moment each line arrives, frozen
+and thawed while dawnpipe takes and scores its models, and stopped as a
+whole.
+
+The reading threads stamp each line and parse its MLLOG on arrival. Under
+program contract 2 the thread that reads an ``epoch_stop`` freezes the
+program at once (``freeze_on``), before the line waits in any queue, so a
+busy harness or a flood of output never lets the program run on past the
+moment its model is taken.
 
 Everything the program prints is untrusted. A line is cut at
 ``mllog.MAX_LINE`` characters, decoded leniently, and echoed to the stage's
@@ -12,17 +20,21 @@ the last ``TAIL_LINES`` lines are kept for the error of a failed run.
 from __future__ import annotations
 
 import collections
+import functools
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from dawnpipe.display import terminal_safe
+from dawnpipe.programs import mllog
+from dawnpipe.programs.freezer import FreezeError, Freezer, Frozen
 from dawnpipe.programs.mllog import MAX_LINE
 
 MAX_ECHO_BYTES = 4 << 20  # of the program's output shown in the stage's log
@@ -33,24 +45,74 @@ PREFIX = "program| "
 @dataclass(frozen=True)
 class Line:
     stamp: float  # dawnpipe's clock (time.perf_counter) when the line arrived
+    wall_ns: int  # the system's clock (time.time_ns) at the same moment: against file times
     stream: str  # "stdout" or "stderr"
     text: str  # decoded, without its newline; cut at MAX_LINE characters
     number: int  # line of the output, both streams together, from 1
     cut: bool = False
+    event: mllog.Event | None = None  # its MLLOG event, parsed on arrival
+    broken: str | None = None  # why its MLLOG is broken, if it is
+    frozen: Frozen | None = None  # the freeze this line started (freeze_on)
+    cpu_seconds: float | None = None  # the program's CPU seconds so far, read on arrival of a run_start
+
+
+@functools.cache
+def network_isolation() -> tuple[tuple[str, ...], str]:
+    """Words that run a command without network, and what they give: ``unshare --net``
+    (root), else in a user namespace of its own, else nothing (the network stays)."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        return (), "available (no unshare command on this system)"
+    for words, how in (
+        ((unshare, "--net", "--"), "none (a network namespace of its own: unshare --net)"),
+        ((unshare, "--user", "--map-root-user", "--net", "--"), "none (user and network namespaces of its own: unshare --user --net)"),
+    ):
+        try:
+            if subprocess.run([*words, "true"], capture_output=True, timeout=30).returncode == 0:
+                # loopback up inside (a program's own processes may talk to each other), where `ip` exists
+                return (*words, "/bin/sh", "-c", 'ip link set lo up 2>/dev/null; exec "$@"', "sh"), how
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+    return (), "available (this system does not let dawnpipe make a network namespace)"
 
 
 class ProgramProcess:
-    """One run of the program: ``lines()`` yields its output as it comes; ``pause``, ``resume`` and ``stop`` act on its whole group."""
+    """One run of the program: ``lines()`` yields its output as it comes; ``freeze``, ``thaw`` and ``stop`` act on all of it."""
 
-    def __init__(self, command: list[str], *, cwd: Path, env: dict[str, str]):
+    def __init__(
+        self,
+        command: list[str],
+        *,
+        cwd: Path,
+        env: dict[str, str],
+        freezer: Freezer | None = None,
+        isolate_network: bool = True,
+        freeze_on: Callable[[mllog.Event, float], bool] | None = None,
+    ):
         self.command = command
+        self.freezer = freezer or Freezer("signals")
+        self.network = "available (not isolated)"
+        prefix: tuple[str, ...] = ()
+        if isolate_network:
+            prefix, self.network = network_isolation()
+        self.freeze_on = freeze_on
+        self._freeze_lock = threading.Lock()
+        self.frozen: Frozen | None = None
+        self.freeze_error: str | None = None
         self.started = time.perf_counter()
         try:
             self.proc = subprocess.Popen(
-                command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+                [*self.freezer.launch_prefix(), *prefix, *command],
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
             )
         except OSError as e:
             raise ProgramFailed(f"could not be started: {terminal_safe(command[0])}: {e.strerror or e}") from None
+        self.freezer.started(self.proc.pid)
         self.pgid = self.proc.pid  # a new session: the group's id is the leader's pid
         self._queue: queue.Queue = queue.Queue()
         self._count = 0
@@ -59,7 +121,6 @@ class ProgramProcess:
         self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
         self.echoed_bytes = 0
         self.dropped_lines = 0
-        self.paused_spans: list[tuple[float, float]] = []
         self.stopped_by: str | None = None  # why dawnpipe stopped it, if it did
         self.stop_started: float | None = None
         self.grace = 10.0
@@ -68,11 +129,11 @@ class ProgramProcess:
 
     # ------------------------------------------------------------ output
     def _read(self, name: str, stream) -> None:
-        """Put each line of ``stream`` on the queue, stamped on arrival; a line longer than MAX_LINE is cut and the rest skipped."""
+        """Put each line of ``stream`` on the queue, stamped and parsed on arrival; a line longer than MAX_LINE is cut and the rest skipped."""
         skipping = False
         while True:
             raw = stream.readline(MAX_LINE)
-            stamp = time.perf_counter()
+            stamp, wall_ns = time.perf_counter(), time.time_ns()
             if not raw:
                 break
             whole = raw.endswith(b"\n")
@@ -84,7 +145,16 @@ class ProgramProcess:
                 self._count += 1
                 number = self._count
             text = raw.decode("utf-8", errors="replace").rstrip("\r\n")
-            self._queue.put(Line(stamp, name, text, number, cut=skipping))
+            event, broken, frozen = None, None, None
+            if mllog.TOKEN in text:
+                try:
+                    event = mllog.parse(text, number)
+                except mllog.BrokenLog as e:
+                    broken = str(e)
+                if event is not None and self.freeze_on is not None and self.freeze_on(event, stamp):
+                    frozen = self.freeze()
+            cpu = self.freezer.cpu_seconds() if event is not None and event.key == "run_start" else None
+            self._queue.put(Line(stamp, wall_ns, name, text, number, cut=skipping, event=event, broken=broken, frozen=frozen, cpu_seconds=cpu))
         self._queue.put(None)
 
     def lines(self, poll: float = 0.25) -> Iterator[Line | None]:
@@ -123,38 +193,53 @@ class ProgramProcess:
         for text in self.tail:
             print(PREFIX + text, flush=True)
 
+    # ------------------------------------------------------------ freezing
+    def freeze(self) -> Frozen | None:
+        """Freeze the whole program (from any thread); None when it is frozen already or the freeze failed (``freeze_error``)."""
+        with self._freeze_lock:
+            if self.frozen is not None or self.stopped_by is not None:
+                return None
+            try:
+                self.frozen = self.freezer.freeze()
+            except (FreezeError, OSError) as e:
+                self.freeze_error = str(e)
+                return None
+            return self.frozen
+
+    def thaw(self) -> tuple[float, float, str | None]:
+        """Check the freeze, then thaw: (frozen since, thawed at, the violation found, if any)."""
+        with self._freeze_lock:
+            frozen = self.frozen
+            if frozen is None:
+                now = time.perf_counter()
+                return now, now, None
+            violation = self.freezer.check(frozen)
+            end = time.perf_counter()
+            self.freezer.thaw()
+            self.frozen = None
+            return frozen.since, end, violation
+
     # ------------------------------------------------------------ control
-    def _signal(self, sig: int) -> None:
-        try:
-            os.killpg(self.pgid, sig)
-        except ProcessLookupError:
-            pass
-
-    def pause(self) -> float:
-        """Stop the whole group (SIGSTOP); returns when it was paused."""
-        self._signal(signal.SIGSTOP)
-        return time.perf_counter()
-
-    def resume(self, paused_at: float) -> None:
-        self._signal(signal.SIGCONT)
-        self.paused_spans.append((paused_at, time.perf_counter()))
-
     def stop(self, why: str, grace: float) -> None:
-        """SIGTERM to the group now, SIGKILL once ``grace`` seconds have passed (``enforce``)."""
+        """SIGTERM to all of the program now, SIGKILL once ``grace`` seconds have passed (``enforce``)."""
         if self.stop_started is None:
             self.stopped_by, self.stop_started, self.grace = why, time.perf_counter(), grace
-            self._signal(signal.SIGTERM)
-            self._signal(signal.SIGCONT)  # a paused group acts on SIGTERM only once running
+            with self._freeze_lock:
+                if self.frozen is not None:
+                    self.freezer.thaw()
+                    self.frozen = None
+            self.freezer.signal_all(signal.SIGTERM)
+            self.freezer.signal_all(signal.SIGCONT)  # a stopped process acts on SIGTERM only once running
 
     def enforce(self) -> None:
-        """SIGKILL the group when a stop's grace period is over."""
+        """SIGKILL all of it when a stop's grace period is over."""
         if self.stop_started is not None and time.perf_counter() - self.stop_started >= self.grace:
-            self._signal(signal.SIGKILL)
+            self.freezer.signal_all(signal.SIGKILL)
+        self.freezer.reap()
 
     def kill(self) -> None:
-        """Whatever is left of the group, gone (the end of every run, however it ended)."""
-        self._signal(signal.SIGCONT)
-        self._signal(signal.SIGKILL)
+        """Whatever is left of the program, gone (the end of every run, however it ended)."""
+        self.freezer.kill_all()
         try:
             self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
@@ -170,9 +255,6 @@ class ProgramProcess:
     def returncode(self) -> int | None:
         return self.proc.poll()
 
-    def paused_seconds(self) -> float:
-        return sum(b - a for a, b in self.paused_spans)
-
 
 class ProgramFailed(Exception):
     """The program failed the contract (the reason, for the entry's one error line)."""
@@ -185,3 +267,8 @@ def describe_exit(code: int) -> str:
         except ValueError:
             return f"was killed by signal {-code}"
     return f"exited with status {code}"
+
+
+def environment(threads: int, extra: dict[str, str]) -> dict[str, str]:
+    """The program's environment: the job's, its thread counts, unbuffered Python output, then the entry's own."""
+    return {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), "PYTHONUNBUFFERED": "1", **extra}
