@@ -11,9 +11,11 @@ the program alone, its output read when it ends; the harness side is
 program runs its whole budget, every evaluated epoch scored by dawnpipe (the
 program paused meanwhile) and the hardware sampled every second, as the
 workflow runs it. The time compared is the program's own training clock
-(its MLLOG ``time_ms``: run_start to the last epoch_stop, evaluations left
-out; under dawnpipe, the pauses too), so the ratio is how much slower the
-program trains under the harness. Runs alternate (bare, harness, bare, ...) in
+(its MLLOG ``time_ms``, by the rule of docs/rules.md#the-clock: run_start to
+the hand-over of its last epoch's model; under dawnpipe, its freezes taken
+off), so the ratio is how much slower the program trains under the harness.
+The bare side is given what the harness gives it: the same items, the test
+split less the items kept back, in the layouts its command names. Runs alternate (bare, harness, bare, ...) in
 fresh processes; the ratio is of the medians. Goal: at most 1.03. Its last
 line is ``program harness overhead: <ratio>x``.
 
@@ -40,43 +42,63 @@ sys.path[:0] = [str(ROOT / "src"), str(ROOT / "bench")]
 from inputs import DATA, ensure_prepared, env, train_command  # noqa: E402
 from record import add_record_flag, shown_path, write_record  # noqa: E402
 
-from dawnpipe.entries import load_entry, read_entry_doc  # noqa: E402
+from dawnpipe.entries import load_entry, read_entry_doc, run_settings  # noqa: E402
 from dawnpipe.errors import DawnpipeError  # noqa: E402
-from dawnpipe.programs import contract, mllog  # noqa: E402
+from dawnpipe.programs import clock, contract, mllog  # noqa: E402
 from dawnpipe.runfiles import read_run_info  # noqa: E402
-from dawnpipe.train.program import limited_data  # noqa: E402
+from dawnpipe.train.program import GivenData, program_dir  # noqa: E402
 
 ENTRY = ROOT / "config/entries/torch-fmnist.yaml"
 
 
-def program_clock(output: str) -> float:
-    """The program's own training clock to its last evaluated epoch, from its MLLOG (its time_ms alone)."""
+def program_clock(output: str, contract_version: int) -> float:
+    """The program's own training clock to its last epoch's hand-over, from its MLLOG (its time_ms alone; nothing frozen)."""
     timeline = mllog.Timeline()
     for number, text in enumerate(output.splitlines(), 1):
         event = mllog.parse(text, number)
         if event is not None:
             timeline.add(event, event.time_ms / 1000.0)
-    if not timeline.evaluated:
-        raise DawnpipeError("the bare program logged no evaluated epoch")
-    return timeline.training_seconds(timeline.evaluated[-1].number)[1]
+    rule = clock.ClockRule(contract_version)
+    for e in timeline.epochs.values():
+        if e.eval_start is not None and e.eval_stop is not None:
+            rule.windows.append(clock.Window(e.number, e.eval_start, e.eval_stop))
+            rule.bounds[e.number] = float("inf")  # no dawnpipe scoring to bound it by: the whole window, as the harness allows an honest one
+    handed = [e.stop if contract_version >= 2 else e.eval_stop for e in timeline.epochs.values() if e.number > 0]
+    handed = [h for h in handed if h is not None]
+    if timeline.run_start is None or not handed:
+        raise DawnpipeError("the bare program handed over no epoch")
+    return rule.training_seconds(timeline.run_start, handed[-1])[1]
 
 
-def bare_seconds(entry: dict, data: Path, seed: int, threads: int, out: Path) -> float:
-    models = out / "models"
+def bare_seconds(entry: dict, given: GivenData, work: Path, seed: int, threads: int, out: Path) -> float:
+    models, state = out / "models", out / "state"
     models.mkdir(parents=True)
-    values = {"data": str(data), "out": str(models), "seed": str(seed), "threshold": "101", "device": "cpu", "threads": str(threads)}
+    state.mkdir()
+    values = {
+        "data": str(given.directory),
+        "out": str(models),
+        "state": str(state),
+        "seed": str(seed),
+        "threshold": "101",
+        "device": "cpu",
+        "threads": str(threads),
+    }
+    for kind in contract.DATA_LAYOUTS:
+        if kind in contract.named_placeholders(entry["program"]):
+            values[kind] = str(given.layout(kind, work, entry["task"]))
     command, extra = contract.fill(entry["program"], values, entry["hyperparameters"])
-    run_env = {**env(), "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), **extra}  # as the harness sets them
-    proc = subprocess.run(command, cwd=ROOT / entry["program"]["workdir"], env=run_env, capture_output=True, text=True)
+    run_env = {**env(), "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), "PYTHONUNBUFFERED": "1", **extra}  # as the harness sets them
+    proc = subprocess.run(command, cwd=program_dir(entry), env=run_env, capture_output=True, text=True)
     if proc.returncode != 0:
         raise DawnpipeError(f"the bare program failed (exit {proc.returncode}): {proc.stderr.strip().splitlines()[-1:]}")
-    return program_clock(proc.stdout + "\n" + proc.stderr)
+    return program_clock(proc.stdout + "\n" + proc.stderr, int(entry["program"].get("contract", 1)))
 
 
-def harness_seconds(entry_file: Path, data: Path, seed: int, threads: int, out: Path) -> tuple[float, float]:
-    """(the program's own clock, dawnpipe's clock) of one run through the train stage."""
+def harness_seconds(entry_file: Path, data: Path, limits: tuple[int, int], seed: int, threads: int, out: Path) -> tuple[float, float]:
+    """(the program's own clock, dawnpipe's clock) of one run through the train stage, on the first ``limits`` items."""
     # sampled every second, as the workflow runs it; the threshold above 100% is never reached: its whole budget
     extra = ["--threads", str(threads), "--telemetry", str(out / "telemetry.parquet"), "--telemetry-interval", "1"]
+    extra += ["--train-limit", str(limits[0]), "--test-limit", str(limits[1])]
     subprocess.run(train_command(entry_file, seed, data, out, 101.0, extra=extra), check=True, env=env(), cwd=ROOT, stdout=subprocess.DEVNULL)
     clock = read_run_info(out / "run.json")["program"]["clock"]
     return clock["program_seconds"], clock["dawnpipe_seconds"]
@@ -106,13 +128,17 @@ def main(argv: list[str] | None = None) -> int:
             entry_file = work / args.entry.name
             entry_file.write_text(yaml.safe_dump(doc))
             entry = load_entry(entry_file)
-        subset = limited_data(data, {"train_limit": args.items, "test_limit": args.test_items}, work)  # the same items on both sides
+        # the same items on both sides: the subset, and of it what the harness gives the program
+        settings = run_settings(
+            entry, seed=0, threshold=101.0, official_threshold=93.0, train_limit=args.items, test_limit=args.test_items, stop_at_threshold=False
+        )
+        given = GivenData.make(data, settings, work / "given")
         bare, harness, ours = [], [], []
         for i in range(args.repeats):
-            b = bare_seconds(entry, subset, 0, args.threads, work / f"bare-{i}")
+            b = bare_seconds(entry, given, work / "given", 0, args.threads, work / f"bare-{i}")
             bare.append(b)
             print(f"repeat {i + 1}/{args.repeats}  bare     {b:8.2f} s (the program's clock)", flush=True)
-            h, d = harness_seconds(entry_file, subset, 0, args.threads, work / f"harness-{i}")
+            h, d = harness_seconds(entry_file, data, (args.items, args.test_items), 0, args.threads, work / f"harness-{i}")
             harness.append(h)
             ours.append(d)
             print(f"repeat {i + 1}/{args.repeats}  harness  {h:8.2f} s (the program's clock; dawnpipe's: {d:.2f} s)", flush=True)

@@ -42,6 +42,7 @@ COMMANDS = {
     "audit": "python bench/audit.py --record",
     "telemetry_overhead": "python bench/telemetry_overhead.py --record",
     "program_overhead": "python bench/program_overhead.py --record",
+    "program_clock": "python bench/program_clock.py --record",
     "default_run": "python bench/default_run.py --record",
     "gpu_check": "bash bench/gpu_check.sh --out DIR` on a machine with one NVIDIA GPU, then `python bench/gpu_record.py DIR/gpu_check.json",
 }
@@ -341,6 +342,32 @@ def render_program_overhead(r: dict[str, Any]) -> list[str]:
     ]
 
 
+def render_program_clock(r: dict[str, Any]) -> list[str]:
+    res = r["result"]
+    rows = []
+    for run in res["runs"]:
+        for e in run["epochs"]:
+            rows.append(
+                [
+                    f"{run['contract']}",
+                    f"{run['repeat']}",
+                    f"{e['epoch']}",
+                    num(e["self_seconds"], 3),
+                    num(e["dawnpipe_seconds"], 3),
+                    f"{e['error_seconds']:+.3f}",
+                    num(e["goal_seconds"], 3),
+                ]
+            )
+    out = table(["contract", "repeat", "epoch", "the program's own (s)", "dawnpipe's clock (s)", "error (s)", "goal (s)"], rows)
+    return [
+        *out,
+        "",
+        f"`{res['program']}`, {res['items']:,} training items, hidden width {res['hidden']}, {res['threads']} threads; goal: {res['goal']}. "
+        f"Largest error **{res['max_error_seconds']:.3f} s**, {res['max_share_of_goal']:.2f} of the goal: "
+        f"**{'met' if res['within_goal'] else 'not met'}**.",
+    ]
+
+
 def render_stability(r: dict[str, Any]) -> list[str]:
     res = r["result"]
     threshold = f"{res['threshold']:g}%"
@@ -561,6 +588,7 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "audit": render_audit,
     "telemetry_overhead": render_telemetry_overhead,
     "program_overhead": render_program_overhead,
+    "program_clock": render_program_clock,
     "page_load": render_page_load,
     "default_run": render_default_run,
     "gpu_check": render_gpu_check,

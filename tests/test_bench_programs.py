@@ -58,3 +58,15 @@ def test_stability_of_a_program_entry_is_the_stability_stages(prepared_fashion_m
     if reached:
         assert record["median_seconds"] == pytest.approx(statistics.median(reached))
     assert proc.stdout.strip().splitlines()[-1].startswith("tiny-program: ")
+
+
+def test_program_clock_prints_the_largest_error_it_recorded(prepared_fashion_mnist, tmp_path):
+    args = ["--items", "600", "--epochs", "2", "--hidden", "16", "--repeats", "1", "--threads", "1"]
+    proc = bench("program_clock.py", *args, "--data", str(prepared_fashion_mnist), "--record", "--record-dir", str(tmp_path))
+    record = json.loads((tmp_path / "program_clock.json").read_text())["result"]
+    assert [run["contract"] for run in record["runs"]] == [2, 1] and all(len(run["epochs"]) == 2 for run in record["runs"])
+    epochs = [e for run in record["runs"] for e in run["epochs"]]
+    assert all(e["error_seconds"] == pytest.approx(e["dawnpipe_seconds"] - e["self_seconds"]) for e in epochs)
+    worst = max(abs(e["error_seconds"]) for e in epochs)
+    assert record["max_error_seconds"] == pytest.approx(worst)
+    assert proc.stdout.strip().splitlines()[-1].startswith(f"program clock error: {worst:.3f} s at most")

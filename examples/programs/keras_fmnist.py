@@ -1,48 +1,32 @@
 """Fashion-MNIST in plain Keras 3 (TensorFlow backend), the recipe of torch_fmnist.py:
 a narrow ResNet-9-style net (widths 16..128), batch 256, SGD (momentum 0.9, weight
 decay 5e-4 as PyTorch applies it), one-cycle rate (linear from 0.1 x lr to lr over half
-an epoch, then down to 0 at the end), no augmentation, mixed_bfloat16, 4 epochs:
-93.27-93.45% top-1 at epoch 4 on a 2-core CPU (seeds 0, 0, 1; 91.7-92.3% at epoch 3;
-TensorFlow on CPU is not bit-reproducible, so a seed's runs differ slightly).
+an epoch, then down to 0 at the end), no augmentation, mixed_bfloat16 where the hardware
+has it, 4 epochs.
 
-    python keras_fmnist.py --data PREPARED --out OUT [--seed 0] [--threshold 93]
+    python keras_fmnist.py --data FILE.npz --out OUT [--state DIR] [--seed 0]
 
-PREPARED: manifest.json and its .npy arrays (uint8 images N x 28 x 28, uint8 labels).
-Stdout: MLLOG lines (":::MLLOG {json}"): run_start once loaded and built; per epoch N,
-epoch_start/epoch_stop around its training (a Keras callback), then eval_start,
-eval_accuracy (top-1 % on the whole test split), eval_stop; run_stop after the last
-epoch (status "success" if --threshold was reached or none given, else "aborted").
-
-In each evaluation window it writes the TensorFlow SavedModel OUT/epoch<N>.savedmodel/
-(a temporary directory, renamed; the weights only, no optimizer state, no saver ops).
-Its one signature "serving_default" takes one input "images": float32 [batch, 28, 28],
-raw 0-255 pixels (the model normalises; it computes in the training precision), and
-returns {"logits": float32 [batch, 10]}; the batch axis is dynamic:
-    tf.saved_model.load(path).signatures["serving_default"](images=x)["logits"]
+FILE.npz: x_train, y_train, x_test, y_test as keras.datasets.fashion_mnist.load_data()
+returns them. Each epoch's weights go to OUT/epoch<N>.weights.h5 before the epoch ends;
+--state keeps a backup to continue from after an interruption (Keras' BackupAndRestore).
+It logs MLLOG (mlperf_logging.mllog) as a benchmark reads it: run_start, and per epoch
+N epoch_start/epoch_stop around its training.
 """
 
 import argparse
-import json
 import os
-import sys
-import time
 from pathlib import Path
 
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")  # SavedModels need the TensorFlow backend
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras
 import numpy as np
 import tensorflow as tf
 from keras import layers
+from mlperf_logging import mllog
 
-
-def mllog(key, value=None, event="POINT_IN_TIME", **metadata):  # one line as mlperf_logging.mllog writes it
-    meta = {"file": __file__, "lineno": sys._getframe(1).f_lineno, **metadata}
-    record = {"namespace": "", "time_ms": int(time.time() * 1000), "event_type": event, "key": key, "value": value, "metadata": meta}
-    print(":::MLLOG " + json.dumps(record), flush=True)
-
-
+MEAN, STD = 0.2860, 0.3530  # of Fashion-MNIST's training pixels / 255
 INIT = keras.initializers.VarianceScaling(1 / 3, "fan_in", "uniform")  # PyTorch's default: U(+-1/sqrt(fan_in))
 
 
@@ -56,15 +40,15 @@ def stage(x, width, residual):
     return layers.Add()([x, conv_bn(conv_bn(x, width), width)]) if residual else x
 
 
-def build_model(mean, std, widths=(16, 32, 64, 128)):
-    """Pixels [batch, 28, 28] (0-255) -> normalise, prep conv, 3 conv-pool stages (+residual), max-pool, linear."""
-    images = keras.Input((28, 28), name="images")
-    x = layers.Rescaling(1 / (255.0 * std), offset=-mean / std)(layers.Reshape((28, 28, 1))(images))  # (pixels / 255 - mean) / std
-    x = stage(stage(stage(conv_bn(x, widths[0]), widths[1], True), widths[2], False), widths[3], True)
+def build_model(widths=(16, 32, 64, 128)):
+    """Normalised images [batch, 28, 28, 1] -> prep conv, 3 conv-pool stages (+residual), max-pool, linear."""
+    images = keras.Input((28, 28, 1), name="images")
+    x = stage(stage(stage(conv_bn(images, widths[0]), widths[1], True), widths[2], False), widths[3], True)
     x = layers.Dense(10, use_bias=False, kernel_initializer=INIT)(layers.GlobalMaxPooling2D()(x))
     return keras.Model(images, layers.Rescaling(0.125, dtype="float32", name="logits")(x))
 
 
+@keras.saving.register_keras_serializable("keras_fmnist")
 class OneCycle(keras.optimizers.schedules.LearningRateSchedule):
     """Linear from 0.1 x peak to peak over `warmup` steps, then linear to 0 at `total` steps."""
 
@@ -76,53 +60,31 @@ class OneCycle(keras.optimizers.schedules.LearningRateSchedule):
         up = self.peak * (0.1 + 0.9 * step / self.warmup)
         return tf.where(step <= self.warmup, up, self.peak * tf.maximum(0.0, (self.total - step) / (self.total - self.warmup)))
 
-
-class Serving(tf.Module):
-    """What the SavedModel holds: the model's weights (not the optimizer's state) and its one signature."""
-
-    def __init__(self, model):
-        super().__init__()
-        self.weights = list(model.weights)  # tracked: saved
-        self.predict = lambda images: model(images, training=False)  # a plain function: not tracked
-
-    @tf.function(input_signature=[tf.TensorSpec([None, 28, 28], tf.float32, name="images")])
-    def serve(self, images):
-        return {"logits": tf.cast(self.predict(images), tf.float32)}
+    def get_config(self):
+        return {"peak": self.peak, "warmup": self.warmup, "total": self.total}
 
 
 class MLLog(keras.callbacks.Callback):
-    """epoch_start/epoch_stop around each epoch's training; then the evaluation and the SavedModel."""
+    """epoch_start/epoch_stop around each epoch's training, the epoch's weights written before its end."""
 
-    def __init__(self, test_x, test_y, out, threshold):
+    def __init__(self, out):
         super().__init__()
-        self.test_x, self.test_y, self.out, self.threshold, self.reached = test_x, test_y, out, threshold, False
+        self.out, self.log = out, mllog.get_mllogger()
 
     def on_epoch_begin(self, epoch, logs=None):
-        mllog("epoch_start", event="INTERVAL_START", epoch_num=epoch + 1)
-        self.t0 = time.perf_counter()
+        self.log.start(key="epoch_start", metadata={"epoch_num": epoch + 1})
 
     def on_epoch_end(self, epoch, logs=None):
-        seconds = time.perf_counter() - self.t0
-        mllog("epoch_stop", event="INTERVAL_END", epoch_num=epoch + 1)
-        mllog("eval_start", event="INTERVAL_START", epoch_num=epoch + 1)
-        logits = self.model.predict(self.test_x, batch_size=1000, verbose=0)
-        accuracy = 100.0 * float(np.mean(logits.argmax(1) == self.test_y))
-        tmp, final = self.out / f".epoch{epoch + 1}.savedmodel.tmp", self.out / f"epoch{epoch + 1}.savedmodel"
-        module = Serving(self.model)
-        # no saver ops in the graph (SaveV2 and co.): a reader only serves it, and may refuse ops that write files
-        options = tf.saved_model.SaveOptions(experimental_skip_saver=True)
-        tf.saved_model.save(module, str(tmp), signatures={"serving_default": module.serve}, options=options)
-        os.replace(tmp, final)
-        self.reached = self.reached or (self.threshold is not None and accuracy >= self.threshold)
-        mllog("eval_accuracy", accuracy, epoch_num=epoch + 1)
-        mllog("eval_stop", event="INTERVAL_END", epoch_num=epoch + 1)
-        print(f"epoch {epoch + 1}: loss {logs['loss']:.3f}, top-1 {accuracy:.2f}%, {seconds:.1f} s training", flush=True)
+        self.model.save_weights(self.out / f"epoch{epoch + 1}.weights.h5")
+        self.log.end(key="epoch_stop", metadata={"epoch_num": epoch + 1})
+        print(f"epoch {epoch + 1}: loss {logs['loss']:.3f}", flush=True)
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--data", type=Path, required=True, help="prepared Fashion-MNIST directory (manifest.json)")
-    p.add_argument("--out", type=Path, required=True, help="directory for epoch<N>.savedmodel")
+    p.add_argument("--data", type=Path, required=True, help="fashion_mnist.npz (x_train, y_train, x_test, y_test)")
+    p.add_argument("--out", type=Path, required=True, help="directory for epoch<N>.weights.h5")
+    p.add_argument("--state", type=Path, help="directory for a backup to continue from")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--epochs", type=int, default=4)
     p.add_argument("--batch-size", type=int, default=256)
@@ -130,7 +92,6 @@ def main():
     p.add_argument("--threads", type=int, default=0, help="CPU threads (0: TensorFlow's default)")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cuda" if tf.config.list_physical_devices("GPU") else "cpu")
     p.add_argument("--precision", choices=["auto", "bf16", "fp32"], default="auto", help="mixed_bfloat16 or float32 (auto: bf16 where the hardware has it)")
-    p.add_argument("--threshold", type=float, default=None, help="top-1 percent that counts as success")
     args = p.parse_args()
 
     if args.threads:
@@ -149,29 +110,25 @@ def main():
     if args.precision == "bf16":
         keras.mixed_precision.set_global_policy("mixed_bfloat16")
 
-    def load(split):
-        entry = json.loads((args.data / "manifest.json").read_text())["splits"][split]
-        images, labels = (np.load(args.data / entry[k]["file"], allow_pickle=False) for k in ("images", "labels"))
-        return images.astype(np.float32), labels.astype(np.int64)
-
-    (train_x, train_y), (test_x, test_y) = load("train"), load("test")
-    pixels = train_x / 255.0
-    model = build_model(float(pixels.mean()), float(pixels.std()))
-    del pixels
+    with np.load(args.data) as data:
+        train_x = ((data["x_train"].astype(np.float32) / 255 - MEAN) / STD)[..., None]  # [N, 28, 28, 1]
+        train_y = data["y_train"].astype(np.int64)
+    model = build_model()
     steps = -(-len(train_x) // args.batch_size)
     schedule = OneCycle(args.lr, warmup=steps / 2, total=args.epochs * steps)
     # weight decay as PyTorch's SGD applies it through the momentum (5e-4 / (1 - 0.9)): Keras's is decoupled
     optimizer = keras.optimizers.SGD(schedule, momentum=0.9, weight_decay=5e-3)
     # XLA (jit_compile) was slower on this CPU; Keras's "auto" would turn it on with a GPU, untested here
     model.compile(optimizer=optimizer, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=False)
-    print(f"keras_fmnist: {len(train_x)} training items, {len(test_x)} test items, {args.epochs} epochs of {steps} steps, {args.precision}", flush=True)
+    print(f"keras_fmnist: {len(train_x)} training items, {args.epochs} epochs of {steps} steps, {args.precision}", flush=True)
 
-    mllog("global_batch_size", args.batch_size)
-    mllog("train_samples", len(train_x))  # items per epoch: dawnpipe's items/s
-    mllog("run_start", event="INTERVAL_START")
-    callback = MLLog(test_x, test_y, args.out, args.threshold)
-    model.fit(train_x, train_y, batch_size=args.batch_size, epochs=args.epochs, shuffle=True, verbose=0, callbacks=[callback])
-    mllog("run_stop", event="INTERVAL_END", status="success" if callback.reached or args.threshold is None else "aborted")
+    log = mllog.get_mllogger()
+    log.event(key="global_batch_size", value=args.batch_size)
+    log.start(key="run_start")
+    # the backup first: an epoch is backed up before its epoch_stop is logged
+    callbacks = ([keras.callbacks.BackupAndRestore(str(args.state))] if args.state else []) + [MLLog(args.out)]
+    model.fit(train_x, train_y, batch_size=args.batch_size, epochs=args.epochs, shuffle=True, verbose=0, callbacks=callbacks)
+    log.end(key="run_stop", metadata={"status": "success"})
 
 
 if __name__ == "__main__":
