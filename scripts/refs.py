@@ -64,17 +64,7 @@ SKIPPED = {".git", ".venv", ".snakemake", "__pycache__", ".pytest_cache", ".hypo
 
 # References known to be broken in files being changed elsewhere, (file, reference): listed
 # without failing. An entry whose reference is no longer broken is named, to be removed.
-PENDING: set[tuple[str, str]] = {
-    ("bench/gpu_bundle.py", "KINDS.md"),
-    ("bench/gpu_check.py", "issue 29"),
-    ("bench/gpu_check.sh", "issue 29"),
-    ("tests/test_gpu_check.py", "issue 29"),
-    ("docs/rules.md", "dawnpipe.studies.checks"),  # the module is not committed yet
-    ("src/dawnpipe/verdict.py", "dawnpipe.studies.checks"),
-    ("src/dawnpipe/display.py", "SPEC.md"),  # docs/rules.md#display-rules
-    ("src/dawnpipe/leaderboard.py", "SPEC.md"),  # docs/rules.md#ranking-and-exclusions
-    ("src/dawnpipe/report/study.py", "SPEC.md"),  # docs/rules.md#analysis-metrics (scaling)
-}
+PENDING: set[tuple[str, str]] = set()  # references known broken, each fixed by its owner: (file, reference)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """A study's verdicts end to end on runs the test builds: real run
 directories (train.parquet and run.json as the train stage writes them,
-tests/submission_factory.run_dir), the study stage's `dawnpipe study
+tests/submission_factory.py, run_dir), the study stage's `dawnpipe study
 summarize`, its JSON and page, bench/studies.py's record and
 docs/studies.md's verdict line computed again from the record's runs (also
 for a record made before studies had checks). Each of the three verdicts,

@@ -1,4 +1,4 @@
-"""Display rules of the published DAWNBench leaderboard (SPEC.md section 2).
+"""Display rules of the published DAWNBench leaderboard (docs/rules.md#display-rules).
 
 Times are rounded *up* to whole seconds (a 9.43 s run shows as 0:00:10),
 costs show dollars with two decimals, latencies milliseconds with four: the

@@ -1,5 +1,5 @@
 """The leaderboard: rows ranked into one table per (task, objective,
-threshold) (SPEC.md section 2). Nothing else: rows are built by the report
+threshold) (docs/rules.md#ranking-and-exclusions). Nothing else: rows are built by the report
 from our runs (dawnpipe.report.rows) and from audited submissions
 (dawnpipe.audit.rows); objectives and their display rules are data
 (dawnpipe.objectives).

@@ -286,7 +286,7 @@ def study_figure(summary: dict[str, Any]) -> tuple[str, Any]:
 
 
 def scaling_figure(summary: dict[str, Any]):
-    """Two charts (SPEC.md section 4, scaling): each variant's speed-up of time
+    """Two charts (docs/rules.md#analysis-metrics, scaling): each variant's speed-up of time
     per epoch against its speed-up of time to the top rung, the diagonal
     where both are equal (the extra epochs a layout needs cost nothing); and
     its median cost to the top rung against its median time, where priced."""
