@@ -178,7 +178,9 @@ def python_texts(text: str) -> Iterator[tuple[int, str, str]]:
 
 
 def texts(path: Path) -> Iterator[tuple[int, str, str]]:
-    """(line, text, kind) of every piece of a file that may hold a reference."""
+    """(line, text, kind) of every piece of a file that may hold a reference (none of a file git lists but the tree has lost)."""
+    if not path.is_file():
+        return
     text = path.read_text(encoding="utf-8", errors="replace")
     if path.suffix == ".py":
         try:
