@@ -32,7 +32,7 @@ from conftest import run_cli
 from onnx import TensorProto, helper
 
 from dawnpipe.metrics.flops import per_item
-from dawnpipe.programs import graph_flops, models
+from dawnpipe.programs import graph_flops, model_files
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -113,7 +113,7 @@ def test_a_keras_savedmodel_counts_as_the_same_network_in_torch(tmp_path):
     tf.saved_model.save(
         module, str(out / "epoch1.savedmodel"), signatures={"serving_default": module.serve}, options=tf.saved_model.SaveOptions(experimental_skip_saver=True)
     )
-    rec = graph_flops.count_model(models.read_model(out, 1), (28, 28))
+    rec = graph_flops.count_model(model_files.read_model(out, 1), (28, 28))
     assert rec["counted"], rec.get("reason")
     fastnet = build_model("fastnet", in_channels=1, num_classes=10, widths=[16, 32, 64, 128])
     assert rec["forward_flops_per_item"] == torch_forward_per_item(fastnet, (1, 28, 28))
@@ -224,9 +224,9 @@ def _program_run(tmp_path: Path, *, items_given=None, reported=7) -> tuple[Path,
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     net = _example("torch_fmnist").Net(0.286, 0.353)
-    models.save_archive(
+    model_files.save_archive(
         run_dir / "model.pt",
-        models.ModelFile(2, models.ONNX, onnx=onnx_bytes(net, torch.zeros(2, 28, 28))),
+        model_files.ModelFile(2, model_files.ONNX, onnx=onnx_bytes(net, torch.zeros(2, 28, 28))),
         {"measured": 91.0, "claimed": 91.0, "reached": True},
     )
     rows = [
@@ -336,7 +336,7 @@ def test_the_page_labels_a_program_runs_utilization(tmp_path):
 
 
 def test_a_model_file_that_is_no_graph_says_why():
-    weights = models.ModelFile(1, "pt", files={"epoch1.pt": b"weights"}, source="epoch1.pt")
+    weights = model_files.ModelFile(1, "pt", files={"epoch1.pt": b"weights"}, source="epoch1.pt")
     assert graph_flops.count_model(weights)["reason"] == "a pt model: only an ONNX graph or a SavedModel's serving function is counted"
-    empty = models.ModelFile(1, models.SAVEDMODEL, files={"variables/variables.index": b""}, source="epoch1.savedmodel")
+    empty = model_files.ModelFile(1, model_files.SAVEDMODEL, files={"variables/variables.index": b""}, source="epoch1.savedmodel")
     assert graph_flops.count_model(empty) == {"counted": False, "method": graph_flops.METHOD, "reason": "no saved_model.pb: not a TensorFlow SavedModel"}

@@ -5,7 +5,7 @@ its factory, loads the weights and exports it with the preprocessing inside.
 The program here is written by the test as somebody else's would be: a
 directory with a module of torch networks and one of Keras ones, importing
 nothing of dawnpipe. Each exported model is read and scored by
-programs/models.py as any program's model file is, and must answer as the
+programs/model_files.py as any program's model file is, and must answer as the
 original network does with the program's own preprocessing applied in plain
 torch or Keras: logits within 1e-4 (absolute and relative; float32 through
 ONNX Runtime or a TensorFlow graph against eager code), the same argmax on
@@ -26,7 +26,7 @@ import pytest
 
 from dawnpipe.entries import validate_entry
 from dawnpipe.errors import DawnpipeError
-from dawnpipe.programs import models, weights
+from dawnpipe.programs import model_files, weights
 from dawnpipe.programs.weights import ExportWorker
 
 TORCH_PROGRAM = '''
@@ -186,14 +186,14 @@ def test_torch_weights_export_to_an_onnx_model_that_scores_as_the_network(torch_
         net = their_net(their_program, seed=epoch)
         torch.save(net.state_dict(), tmp_path / f"epoch{epoch}.pt")
         model = torch_worker.export(tmp_path / f"epoch{epoch}.pt", tmp_path / "exported")
-        assert model.format == models.ONNX and model.epoch == epoch
+        assert model.format == model_files.ONNX and model.epoch == epoch
         assert model.source == f"{tmp_path}/exported/epoch{epoch}.onnx (exported from {tmp_path}/epoch{epoch}.pt)"
-        loaded = models.load_onnx(model, threads=1, item_shape=(28, 28))  # as the harness loads any program's model
+        loaded = model_files.load_onnx(model, threads=1, item_shape=(28, 28))  # as the harness loads any program's model
         got, want = loaded.logits(images), torch_reference(net, images, FMNIST)
         np.testing.assert_allclose(got, want, **TOLERANCE)
         assert (got.argmax(1) == want.argmax(1)).all()
-        ours = models.score(loaded.logits, images, labels, classes=10)
-        theirs = models.score(lambda b, net=net: torch_reference(net, b, FMNIST), images, labels, classes=10)
+        ours = model_files.score(loaded.logits, images, labels, classes=10)
+        theirs = model_files.score(lambda b, net=net: torch_reference(net, b, FMNIST), images, labels, classes=10)
         assert ours == theirs
         logits[epoch] = got
     assert not np.allclose(logits[1], logits[2], atol=1e-2), "both epochs gave the same model: the weights were not loaded"
@@ -209,7 +209,7 @@ def test_cifar_items_reach_a_channels_first_network_normalised_per_channel(their
     with ExportWorker(program(preprocessing=prep, channels=3), their_program, "torch", item_shape=(32, 32, 3)) as worker:
         model = worker.export(tmp_path / "epoch4.pt", tmp_path)
     images = np.random.default_rng(1).integers(0, 256, (40, 32, 32, 3), dtype=np.uint8)
-    loaded = models.load_onnx(model, threads=1, item_shape=(32, 32, 3))
+    loaded = model_files.load_onnx(model, threads=1, item_shape=(32, 32, 3))
     np.testing.assert_allclose(loaded.logits(images), torch_reference(net, images, prep), **TOLERANCE)
     assert loaded.session.get_inputs()[0].shape[0] == "batch"  # the contract's dynamic batch axis
 
@@ -242,13 +242,13 @@ def test_keras_weights_export_to_a_savedmodel_that_scores_as_the_network(their_p
             one_line(message)
             assert message.startswith(f"{tmp_path}/epoch{epoch}.weights.h5: Keras load_weights into the network field 'program.model.factory'"), message
             assert says in message, message
-    assert model.format == models.SAVEDMODEL and model.epoch == 2
+    assert model.format == model_files.SAVEDMODEL and model.epoch == 2
     images = rng.integers(0, 256, (64, 28, 28)).astype(np.uint8)
     labels = rng.integers(0, 10, 64)
-    with models.savedmodel_dir(model) as root:
-        loaded = models.load_savedmodel(model, root, threads=1, item_shape=(28, 28))  # checks its ops too
+    with model_files.savedmodel_dir(model) as root:
+        loaded = model_files.load_savedmodel(model, root, threads=1, item_shape=(28, 28))  # checks its ops too
         got = loaded.logits(images)
-        scored = models.score(loaded.logits, images, labels, classes=10)
+        scored = model_files.score(loaded.logits, images, labels, classes=10)
 
     def reference(batch):
         x = ((batch.astype("float32") / 255 - 0.2860) / 0.3530)[..., None]
@@ -256,7 +256,7 @@ def test_keras_weights_export_to_a_savedmodel_that_scores_as_the_network(their_p
 
     np.testing.assert_allclose(got, reference(images), **TOLERANCE)
     assert (got.argmax(1) == reference(images).argmax(1)).all()
-    assert scored == models.score(reference, images, labels, classes=10)
+    assert scored == model_files.score(reference, images, labels, classes=10)
 
 
 # ------------------------------------------------------------------ weights refused
@@ -343,7 +343,7 @@ def test_a_factory_that_prints_does_not_break_the_protocol(their_program, tmp_pa
     with ExportWorker(program("main:noisy"), their_program, "torch", item_shape=(28, 28), log=log) as worker:
         for _ in range(2):
             model = worker.export(tmp_path / "epoch1.pt", tmp_path / "exported")
-            assert model.epoch == 1 and model.format == models.ONNX
+            assert model.epoch == 1 and model.format == model_files.ONNX
     kept = log.read_text()
     assert kept.count("junk that is not JSON") == 3 and kept.count('"error": "forged"') == 3  # start and two exports: in the log
 

@@ -128,7 +128,7 @@ def run(args) -> int:
     task = get_task(run_info["task"])
     kind = item_kind(task)
     framework = run_info["framework"]
-    # a program run's model is its own file: ONNX or a SavedModel (dawnpipe.programs.models)
+    # a program run's model is its own file: ONNX or a SavedModel (dawnpipe.programs.model_files)
     model_format = (run_info.get("program") or {}).get("model_format")
     reads = f"{framework} checkpoints" if model_format is None else f"a program's {model_format} model"
     wanted = args.backends or [default_backend(framework, kind.name, model_format)]

@@ -45,7 +45,7 @@ def export_onnx(module, example_item: np.ndarray, path: Path) -> None:
 
 def open_session(path: Path, *, threads: int, device: str):
     """An ONNX Runtime session of ``path``: sequential, ``threads`` intra-op threads (the same session a program's model gets)."""
-    from dawnpipe.programs.models import onnx_session
+    from dawnpipe.programs.model_files import onnx_session
 
     return onnx_session(str(path), threads=threads, device=device, source="backend onnxruntime")
 

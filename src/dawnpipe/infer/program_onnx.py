@@ -17,16 +17,16 @@ import numpy as np
 
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.infer.predictor import Predictor
-from dawnpipe.programs import models
+from dawnpipe.programs import model_files
 
 
-def archive_facts(model: models.ModelFile, facts: dict[str, Any]) -> dict[str, Any]:
+def archive_facts(model: model_files.ModelFile, facts: dict[str, Any]) -> dict[str, Any]:
     """What the predictor records of the program's model (checkpoint_facts' fields)."""
     return {"epoch": model.epoch, "metric_value": facts.get("measured"), "claimed": facts.get("claimed"), "reached_threshold": facts.get("reached")}
 
 
-def load(checkpoint: Path, want: str) -> tuple[models.ModelFile, dict[str, Any]]:
-    model, facts = models.load_archive(checkpoint)
+def load(checkpoint: Path, want: str) -> tuple[model_files.ModelFile, dict[str, Any]]:
+    model, facts = model_files.load_archive(checkpoint)
     if model.format != want:
         raise DawnpipeError(f"{checkpoint}: the program handed over a {model.format} model, not {want}")
     return model, facts
@@ -50,8 +50,8 @@ def prepare(checkpoint: Path, *, device: str, threads: int, check_items: np.ndar
     import time
 
     started = time.perf_counter()
-    model, facts = load(checkpoint, models.ONNX)
-    loaded = models.load_onnx(model, threads=threads, device=device, item_shape=tuple(check_items.shape[1:]))
+    model, facts = load(checkpoint, model_files.ONNX)
+    loaded = model_files.load_onnx(model, threads=threads, device=device, item_shape=tuple(check_items.shape[1:]))
     predict, predict_batch = predictors(loaded.logits, topk)
     return Predictor(
         backend="onnxruntime",

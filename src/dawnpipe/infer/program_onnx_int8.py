@@ -18,7 +18,7 @@ from dawnpipe.errors import DawnpipeError
 from dawnpipe.infer.onnx_int8_backend import quantize
 from dawnpipe.infer.predictor import Predictor, compare_outputs
 from dawnpipe.infer.program_onnx import archive_facts, load, predictors
-from dawnpipe.programs import models
+from dawnpipe.programs import model_files
 
 CHECK_ITEMS = 256
 
@@ -27,9 +27,9 @@ def prepare(checkpoint: Path, *, device: str, threads: int, check_items: np.ndar
     if calibration_items is None or len(calibration_items) == 0:
         raise DawnpipeError("backend onnxruntime-int8: needs calibration items from the training set (none given)")
     started = time.perf_counter()
-    model, facts = load(checkpoint, models.ONNX)
+    model, facts = load(checkpoint, model_files.ONNX)
     shape = tuple(check_items.shape[1:])
-    exact = models.load_onnx(model, threads=threads, item_shape=shape)
+    exact = model_files.load_onnx(model, threads=threads, item_shape=shape)
     with tempfile.TemporaryDirectory(prefix="dawnpipe-program-int8-") as tmp:
         fp32, int8 = Path(tmp) / "model.onnx", Path(tmp) / "model.int8.onnx"
         fp32.write_bytes(model.onnx)
@@ -41,8 +41,8 @@ def prepare(checkpoint: Path, *, device: str, threads: int, check_items: np.ndar
             raise DawnpipeError(
                 f"backend onnxruntime-int8: ONNX Runtime's quantisation refused the program's model ({str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__})"
             ) from None
-        quantized = models.ModelFile(model.epoch, models.ONNX, onnx=int8.read_bytes(), source=f"{checkpoint} (int8)")
-    loaded = models.load_onnx(quantized, threads=threads, device=device, item_shape=shape)
+        quantized = model_files.ModelFile(model.epoch, model_files.ONNX, onnx=int8.read_bytes(), source=f"{checkpoint} (int8)")
+    loaded = model_files.load_onnx(quantized, threads=threads, device=device, item_shape=shape)
     items = np.asarray(check_items[:CHECK_ITEMS], dtype=np.float32)
     # no tolerance: quantisation is allowed to move logits; the gate judges accuracy
     check = {**compare_outputs(exact.logits(items), loaded.logits(items), backend="onnxruntime-int8"), "reference": "the program's fp32 ONNX model"}

@@ -47,7 +47,7 @@ def run_flops(run: dict[str, Any], checkpoint: Path | None, data: Path | None) -
     record: dict[str, Any] = {"entry": run["entry"], "counted": False, "method": METHOD, "bytes_per_item": None, "arithmetic_intensity": None}
     if checkpoint is None:
         return {**record, "reason": "no model of the run was given (utilization --model RUN/model.pt)"}, items
-    from dawnpipe.programs.models import load_archive
+    from dawnpipe.programs.model_files import load_archive
 
     try:
         model, _facts = load_archive(checkpoint)

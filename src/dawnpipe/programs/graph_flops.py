@@ -123,8 +123,8 @@ def count_savedmodel(model, item_shape: Iterable[int] | None = None) -> dict[str
 
 
 def count_model(model, item_shape: Iterable[int] | None = None) -> dict[str, Any]:
-    """The record of a program's model file (``dawnpipe.programs.models.ModelFile``), either format."""
-    from dawnpipe.programs.models import ONNX, SAVEDMODEL
+    """The record of a program's model file (``dawnpipe.programs.model_files.ModelFile``), either format."""
+    from dawnpipe.programs.model_files import ONNX, SAVEDMODEL
 
     if model.format == ONNX:
         return count_onnx(model.onnx, item_shape)
@@ -423,7 +423,7 @@ TF_TABLE = OpTable(TF_NORMALIZATION, TF_ELEMENTWISE, TF_SOFTMAX, TF_POOL, TF_RED
 
 
 def _savedmodel_counts(model, item_shape: Shape | None) -> dict[str, Any]:
-    from dawnpipe.programs import models
+    from dawnpipe.programs import model_files as models
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     try:

@@ -55,7 +55,7 @@ from typing import IO, Any
 
 from dawnpipe.display import terminal_safe
 from dawnpipe.errors import DawnpipeError
-from dawnpipe.programs import models
+from dawnpipe.programs import model_files as models
 
 FRAMEWORKS = ("torch", "keras")
 SUFFIXES = {".pt": "torch", ".weights.h5": "keras"}  # the weights file's name says its framework

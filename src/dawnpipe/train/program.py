@@ -64,7 +64,8 @@ from dawnpipe.display import terminal_safe
 from dawnpipe.entries import config_hash
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import read_json, write_json
-from dawnpipe.programs import clock, contract, heldback, mllog, models
+from dawnpipe.programs import clock, contract, heldback, mllog
+from dawnpipe.programs import model_files as models
 from dawnpipe.programs.freezer import DeviceWatch, Freezer, become_subreaper
 from dawnpipe.tasks import get_task
 from dawnpipe.telemetry import mark_training_clock
