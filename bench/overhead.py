@@ -1,24 +1,31 @@
-"""Harness overhead: the pipeline's train stage against a bare training loop.
+"""Harness overhead: the pipeline's train stage against the same training loop without the harness.
 
-    python bench/overhead.py [--entry config/entries/fastnet.yaml] [--items 12000] [--epochs 2] [--repeats 3] [--record]
+    python bench/overhead.py [--entry config/entries/fastnet.yaml] [--items 12000] [--epochs 2] [--record]
 
-Both sides train the same model (same entry, seed, data, batches, augmentation
-and optimizer) for the same epochs. The pipeline side is the real stage,
-``python -m dawnpipe train``, and its time is the training clock it reports in
-run.json; the bare side is the plainest loop over the same work, timed the
-same way (per-epoch training only; it does no evaluation, logging or
-checkpointing at all). Runs alternate (bare, pipeline, bare, ...) in fresh
-processes to share the machine's state fairly; the ratio is of the medians.
-Target: at most 1.03. Prints per-run times, then
-``harness overhead: <ratio>x`` as its last line. The pipeline side runs as the
-workflow does, with the hardware sampler on (one sample a second), so the ratio
-includes telemetry; bench/telemetry_overhead.py isolates the sampler.
+Both sides train the same model (same entry, seed, data and batches) for the
+same epochs with the very same code: the bare side builds the train stage's
+own trainer (dawnpipe.train.torch_trainer.ImageTrainer: its data on the
+device, its normalisation, augmentation and per-step learning rate) and
+times its ``epoch`` calls as the stage's clock does (after a sync, around
+the epoch's steps alone), with nothing else around them: no evaluation,
+logging, checkpoints, interruption guard or hardware sampler. The pipeline
+side is the real stage, ``python -m dawnpipe train``, as the workflow runs it
+(the sampler on, one sample a second), and its time is the training clock of
+run.json. So the ratio is what the harness costs the steps, and nothing else.
+
+Runs go in pairs (bare, then pipeline) in fresh processes; each pair gives a
+ratio, and the overhead is the median of the pairs' ratios with its
+distribution-free interval (dawnpipe.verdict.median_interval: 90% or more).
+Pairs are added until the interval's half-width is within --precision (1.5%
+of the ratio: half the 3% the target allows) or --max-repeats pairs have run.
+Target: at most 1.03. Its last line is
+``harness overhead: <ratio>x [<low>, <high>]``.
 
 Data: --data, by default data/prepared/fashion-mnist, made by the pipeline
 when missing (bench/inputs.py). `--record` writes every run's time, the
-medians and the ratio, with the machine, commit and command, to
-docs/measurements/overhead.json (bench/record.py); docs/measurements.md's
-table is generated from it (`make docs`).
+pairs' ratios, the interval and the repeats, with the machine, commit and
+command, to docs/measurements/overhead.json (bench/record.py);
+docs/measurements.md's table is generated from it (`make docs`).
 """
 
 from __future__ import annotations
@@ -45,39 +52,34 @@ from dawnpipe.entries import read_entry_doc  # noqa: E402  (bounded and checked,
 from dawnpipe.runfiles import read_run_info  # noqa: E402
 
 BARE = r"""
-import sys, time, json, numpy as np, torch, torch.nn.functional as F
-from dawnpipe.entries import load_entry
-from dawnpipe.data.loader import load_split
-from dawnpipe.models.torch_zoo import build_model
-from dawnpipe.models.torch_zoo import Normalizer
-from dawnpipe.train.torch_base import autocast, build_optimizer, seed_everything
-from dawnpipe.train.torch_trainer import augment
-from dawnpipe.train.schedule import lr_at
-entry_path, data, items, epochs, threads, seed = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
+import json, sys, time
+from pathlib import Path
+import torch
+from dawnpipe.entries import load_entry, run_settings
+from dawnpipe.tasks import get_task
+from dawnpipe.train.torch_base import pick_device, seed_everything
+from dawnpipe.train.torch_trainer import ImageTrainer
+from dawnpipe.train.distributed import SINGLE
+entry_path, data, items, epochs, threads, seed = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
 torch.set_num_threads(threads)
-entry = load_entry(entry_path); hp = entry["hyperparameters"]
+entry = load_entry(entry_path)
+task = get_task(entry["task"])
+settings = run_settings(entry, seed=seed, threshold=101.0, official_threshold=task.threshold, train_limit=items, test_limit=1000, stop_at_threshold=False)
 gen = seed_everything(seed)
-split = load_split(data, "train", items)
-x_all, y_all = torch.from_numpy(np.array(split.images)).unsqueeze(1), torch.from_numpy(np.array(split.labels))
-x64 = x_all.double() / 255.0
-norm = Normalizer(x64.mean().item(), x64.std().item(), "cpu")
-model = build_model(entry["model"], in_channels=1, num_classes=10, **entry["model_args"])
-fmt = torch.channels_last if hp["channels_last"] else torch.contiguous_format
-model = model.to(memory_format=fmt); opt = build_optimizer(model, hp)
-n, bs = x_all.shape[0], hp["batch_size"]; steps = n // bs + (1 if n % bs > 1 else 0)
+trainer = ImageTrainer(settings, data, rank=SINGLE, gen=gen, device=pick_device(entry["device"], SINGLE))
+
+
+class Always:  # the stage's Steps without its interruption guard: every step runs
+    def keep_going(self, step):
+        return True
+
+
 total = 0.0
 for epoch in range(epochs):
-    model.train()
+    trainer.sync()
     t0 = time.perf_counter()
-    perm = torch.randperm(n, generator=gen)
-    for s in range(steps):
-        idx = perm[s * bs:(s + 1) * bs]
-        x = norm(augment(x_all[idx].float() / 255.0, hp["augment"]["crop_padding"], hp["augment"]["flip"], gen)).contiguous(memory_format=fmt)
-        for g in opt.param_groups:
-            g["lr"] = lr_at(epoch + s / steps, hp["lr"], hp["schedule"], hp["epochs"])
-        with autocast(torch.device("cpu"), hp["precision"]):
-            loss = F.cross_entropy(model(x), y_all[idx].long(), label_smoothing=hp["label_smoothing"])
-        opt.zero_grad(set_to_none=True); loss.backward(); opt.step()
+    trainer.epoch(epoch, Always())
+    trainer.sync()
     total += time.perf_counter() - t0
 print(json.dumps({"seconds": total}))
 """
@@ -152,46 +154,67 @@ def bare_seconds(entry: Path, data: Path, items: int, epochs: int, threads: int,
 
 
 def main(argv: list[str] | None = None) -> None:
+    from dawnpipe.verdict import median_interval
+
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--entry", type=Path, default=ROOT / "config/entries/fastnet.yaml")
     p.add_argument("--items", type=int, default=12000, help="training items per epoch")
     p.add_argument("--epochs", type=int, default=2)
-    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--min-repeats", type=int, default=5, help="pairs before the interval is looked at (default 5: the fewest with a 90%% interval)")
+    p.add_argument("--max-repeats", type=int, default=20, help="pairs at most (default 20)")
+    p.add_argument("--precision", type=float, default=0.015, help="the interval's half-width, as a share of the ratio, to stop at (default 0.015)")
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     p.add_argument("--data", type=Path, default=DATA / "fashion-mnist", help="prepared Fashion-MNIST (default data/prepared/fashion-mnist, made when missing)")
     add_record_flag(p, "overhead")
     args = p.parse_args(argv)
     read_entry_doc(args.entry)  # checked before anything runs
     data = ensure_prepared(args.data)
+    bare, pipe, ratios = [], [], []
+    interval = None
     with tempfile.TemporaryDirectory(prefix="dawnpipe-overhead-") as tmp:
         work = Path(tmp)
-        bare, pipe = [], []
-        for i in range(args.repeats):
-            for name, fn, store in (("bare loop", bare_seconds, bare), ("pipeline ", pipeline_seconds, pipe)):
+        for i in range(args.max_repeats):
+            times = []
+            for name, fn in (("bare loop", bare_seconds), ("pipeline ", pipeline_seconds)):
                 out = work / f"{name.strip().replace(' ', '-')}-{i}"
                 out.mkdir()
                 t = fn(args.entry, data, args.items, args.epochs, args.threads, 0, out)
-                store.append(t)
-                print(f"repeat {i + 1}/{args.repeats}  {name}  {t:8.2f} s training clock", flush=True)
-        b, q = statistics.median(bare), statistics.median(pipe)
-        print(
-            f"median bare loop {b:.2f} s, pipeline {q:.2f} s ({args.epochs} epochs x {args.items} items, {args.threads} threads, {time.strftime('%Y-%m-%d')})"
-        )
-        print(f"harness overhead: {q / b:.3f}x")
-    if args.record:
+                times.append(t)
+                print(f"pair {i + 1}  {name}  {t:8.2f} s training clock", flush=True)
+            bare.append(times[0])
+            pipe.append(times[1])
+            ratios.append(times[1] / times[0])
+            interval = median_interval(ratios)
+            if interval.exists:
+                half = (interval.high - interval.low) / 2 / interval.estimate
+                print(f"after {i + 1} pairs: ratio {interval.estimate:.3f} [{interval.low:.3f}, {interval.high:.3f}], half-width {half:.1%}", flush=True)
+                if i + 1 >= args.min_repeats and half <= args.precision:
+                    break
+    b, q = statistics.median(bare), statistics.median(pipe)
+    estimate, low, high = interval.estimate, interval.low, interval.high
+    print(
+        f"median bare loop {b:.2f} s, pipeline {q:.2f} s ({args.epochs} epochs x {args.items} items, {args.threads} threads, {len(ratios)} pairs, {time.strftime('%Y-%m-%d')})"
+    )
+    if args.record:  # first: the ratio stays the last line
         result = {
             "entry": shown_path(args.entry),
             "items": args.items,
             "epochs": args.epochs,
-            "repeats": args.repeats,
+            "repeats": len(ratios),
             "threads": args.threads,
             "bare_seconds": bare,
             "pipeline_seconds": pipe,
+            "pair_ratios": ratios,
             "median_bare_seconds": b,
             "median_pipeline_seconds": q,
-            "overhead": q / b,
+            "overhead": estimate,
+            "interval": [low, high],
+            "confidence": float(interval.confidence) if interval.confidence is not None else None,
+            "precision_goal": args.precision,
         }
         write_record("overhead", result, out_dir=args.record_dir, argv=[__file__, *(sys.argv[1:] if argv is None else argv)])
+    shown = f" [{low:.3f}, {high:.3f}]" if low is not None else " (too few pairs for an interval)"
+    print(f"harness overhead: {estimate:.3f}x{shown}")
 
 
 if __name__ == "__main__":

@@ -161,7 +161,16 @@ def render_overhead(r: dict[str, Any]) -> list[str]:
             ["pipeline (train stage)", seconds_list(res["pipeline_seconds"]), num(res["median_pipeline_seconds"], 2, " s")],
         ],
     )
-    return [*out, "", f"Entry `{res['entry']}`; harness overhead (pipeline median / bare median): **{res['overhead']:.3f}x**."]
+    if "interval" not in res:  # a record of the bench before it ran in pairs
+        return [*out, "", f"Entry `{res['entry']}`; harness overhead (pipeline median / bare median): **{res['overhead']:.3f}x**."]
+    low, high = res["interval"]
+    shown = f" [{low:.3f}, {high:.3f}] ({100 * res['confidence']:.1f}% interval)" if low is not None else " (too few pairs for an interval)"
+    return [
+        *out,
+        "",
+        f"Entry `{res['entry']}`; {res['repeats']} pairs, their ratios (pipeline / bare): {', '.join(f'{r:.3f}' for r in res['pair_ratios'])}; "
+        f"harness overhead (the median of the pairs' ratios): **{res['overhead']:.3f}x**{shown}.",
+    ]
 
 
 def render_latency(r: dict[str, Any]) -> list[str]:

@@ -70,3 +70,14 @@ def test_program_clock_prints_the_largest_error_it_recorded(prepared_fashion_mni
     worst = max(abs(e["error_seconds"]) for e in epochs)
     assert record["max_error_seconds"] == pytest.approx(worst)
     assert proc.stdout.strip().splitlines()[-1].startswith(f"program clock error: {worst:.3f} s at most")
+
+
+def test_overhead_prints_the_median_of_the_pairs_ratios_it_recorded(prepared_fashion_mnist, tmp_path):
+    """bench/overhead.py: its bare side is the train stage's own trainer's epochs; each pair a ratio."""
+    args = ["--items", "600", "--epochs", "1", "--min-repeats", "2", "--max-repeats", "2", "--threads", "1"]
+    proc = bench("overhead.py", *args, "--data", str(prepared_fashion_mnist), "--record", "--record-dir", str(tmp_path))
+    record = json.loads((tmp_path / "overhead.json").read_text())["result"]
+    assert record["repeats"] == 2 and len(record["bare_seconds"]) == len(record["pipeline_seconds"]) == 2
+    assert record["pair_ratios"] == pytest.approx([p / b for b, p in zip(record["bare_seconds"], record["pipeline_seconds"], strict=True)])
+    assert record["overhead"] == pytest.approx(statistics.median(record["pair_ratios"])) and record["interval"] == [None, None]
+    assert proc.stdout.strip().splitlines()[-1] == f"harness overhead: {record['overhead']:.3f}x (too few pairs for an interval)"
