@@ -15,7 +15,10 @@ A record is one JSON file, ``docs/measurements/<name>.json``:
 
 The load average when the script started (this module's import) and when it
 wrote the record says whether the machine was quiet: a measurement taken
-while other jobs shared the cores is a measurement of them too.
+while other jobs shared the cores is a measurement of them too. A record
+says ``"quiet": false`` (and the script says so on stderr, and the docs beside
+its table) when the one-minute load average at its start was above
+``LOAD_CEILING`` per core: something else was running.
 
 Written only when the script is asked to (``--record``): a test run of a bench
 script never replaces the record of a real measurement. Written atomically
@@ -40,6 +43,7 @@ from dawnpipe.runinfo import cpu_model, git_state, now_iso  # noqa: E402
 
 RECORDS = ROOT / "docs" / "measurements"
 LOAD_AT_START = list(os.getloadavg())  # at import, i.e. when the bench script started
+LOAD_CEILING = 0.5  # of the one-minute load average per core at the start, above which a machine is not quiet
 
 
 def add_record_flag(parser: argparse.ArgumentParser, name: str) -> None:
@@ -119,6 +123,11 @@ def command_line(argv: list[str] | None = None) -> str:
     return shlex.join(["python", shown_path(argv[0]), *rest])
 
 
+def quiet(load: float | None = None) -> bool:
+    """Whether the one-minute load average at the script's start was at most LOAD_CEILING per core."""
+    return (LOAD_AT_START[0] if load is None else load) <= LOAD_CEILING * (os.cpu_count() or 1)
+
+
 def write_record(name: str, result: dict[str, Any], *, out_dir: Path = RECORDS, argv: list[str] | None = None) -> Path:
     """Write ``result`` with the machine, commit, date and command to ``out_dir/<name>.json``; its path."""
     git = git_state(ROOT)
@@ -130,8 +139,16 @@ def write_record(name: str, result: dict[str, Any], *, out_dir: Path = RECORDS, 
         "dirty": git["dirty"],
         "machine": machine(),
         "load_average": {"start": LOAD_AT_START, "end": list(os.getloadavg())},
+        "quiet": quiet(),
+        "load_ceiling": LOAD_CEILING * (os.cpu_count() or 1),
         "result": result,
     }
+    if not record["quiet"]:
+        print(
+            f"record: the machine was not quiet (load {LOAD_AT_START[0]:.2f} at the start, above {record['load_ceiling']:g}): the record says so",
+            file=sys.stderr,
+            flush=True,
+        )
     path = Path(out_dir) / f"{name}.json"
     write_json(path, record)
     print(f"record: {path}", file=sys.stderr, flush=True)  # stdout's last line stays the measurement

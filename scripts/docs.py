@@ -110,6 +110,11 @@ def provenance(record: dict[str, Any], link: str) -> list[str]:
     return [
         f"Measured on {machine_text(record.get('machine') or {})}; at commit {commit_text(record.get('commit'), record.get('dirty'))}; "
         f"{record.get('date')}{load_text(record.get('load_average'))}; by `{record.get('command')}` (record: [{link}]({link})).",
+        *(
+            [f"**Not a quiet machine:** the load average at the start was above the ceiling of {record['load_ceiling']:g}; other work shared the cores."]
+            if record.get("quiet") is False
+            else []
+        ),
         "",
     ]
 

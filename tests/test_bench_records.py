@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -261,6 +262,19 @@ def test_a_record_renders_with_its_machine_commit_date_and_command(tmp_path, nam
     )
     for line in expected:
         assert line in text, f"{line!r} not in\n{text}"
+
+
+def test_a_record_taken_on_a_busy_machine_says_so(tmp_path, monkeypatch):
+    """record.write_record marks a measurement whose start saw a load above the ceiling, and the docs show it."""
+    monkeypatch.setattr(record, "LOAD_AT_START", [5.0, 4.0, 3.0])
+    path = record.write_record("overhead", OVERHEAD, out_dir=tmp_path, argv=["bench/overhead.py"])
+    written = json.loads(path.read_text())
+    assert written["quiet"] is False and written["load_ceiling"] == pytest.approx(record.LOAD_CEILING * (os.cpu_count() or 1))
+    text = "\n".join(docs.provenance(written, "measurements/overhead.json"))
+    assert "**Not a quiet machine:**" in text
+    monkeypatch.setattr(record, "LOAD_AT_START", [0.0, 0.0, 0.0])
+    calm = json.loads(record.write_record("overhead", OVERHEAD, out_dir=tmp_path, argv=["bench/overhead.py"]).read_text())
+    assert calm["quiet"] is True and "Not a quiet machine" not in "\n".join(docs.provenance(calm, "measurements/overhead.json"))
 
 
 def test_one_seed_shows_no_spread_rather_than_a_coefficient_of_zero():
