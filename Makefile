@@ -2,7 +2,7 @@
 #   make leaderboard   set up .venv, then run the default config to results/leaderboard.html
 #   make test          set up .venv, lint, then run the whole test suite (what CI runs)
 #   make dvc.yaml      write dvc.yaml and params.yaml for config/config.yaml (CONFIG=config/x.yaml: laid over it)
-#   make docs          the measured tables of docs/ generated from the records in docs/measurements/
+#   make docs          the measured tables of docs/ generated from the records in docs/measurements/, docs/pipeline.md from the stage table
 SHELL := /bin/bash
 VENV ?= .venv
 PYTHON ?= python3
@@ -46,7 +46,7 @@ test-fast: setup
 # (snakemake --lint), dvc.yaml against the stage table, every reference in
 # code and docs to a file, module or section (scripts/refs.py), and the docs
 # (links, anchors, the commands they show, the README's size, the generated
-# tables: tests/test_docs.py); a few seconds each.
+# tables and docs/pipeline.md: tests/test_docs.py); a few seconds each.
 lint: setup
 	ruff format --check src tests bench scripts examples
 	ruff check src tests bench scripts examples
@@ -57,9 +57,11 @@ lint: setup
 	python -m pytest -q -n 0 -p no:cacheprovider tests/test_docs.py
 
 # The measured tables of docs/measurements.md and docs/studies.md, from the
-# records the bench scripts wrote (python bench/<script>.py --record).
+# records the bench scripts wrote (python bench/<script>.py --record), and
+# docs/pipeline.md from the stage table.
 docs: setup
 	python scripts/docs.py
+	python -m dawnpipe pipeline docs
 
 # DVC's view of the pipeline, written from the stage table (src/dawnpipe/pipeline/stages.py).
 CONFIG ?=

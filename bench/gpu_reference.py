@@ -165,11 +165,11 @@ def tsv_epoch_seconds(path: Path) -> list[float]:
 def clock(train_args: list[str], out_dir: Path, *, new_event, sync) -> dict[str, Any]:
     """Train with ``dawnpipe train ARGS`` (outputs in ``out_dir``) inside events_around_training_clock."""
     from dawnpipe.cli import main as dawnpipe
+    from dawnpipe.pipeline.stages import TRAIN, command_words, outputs_in
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    files = {"tsv": "train.tsv", "log-parquet": "train.parquet", "checkpoint": "model.pt", "run-json": "run.json", "mllog": "train.mllog"}
-    args = ["train", *train_args, *(f"--{k}={out_dir / v}" for k, v in files.items()), f"--work-dir={out_dir / 'work'}"]
-    args += [f"--telemetry={out_dir / 'telemetry.parquet'}"]
+    # the stage's outputs in out_dir, as the stage table names them; the entry, seed, data and settings are the caller's
+    args = [*command_words(TRAIN, {**outputs_in(TRAIN, out_dir), "work_dir": out_dir / "work"}), *train_args]
     with events_around_training_clock(new_event) as regions:
         try:
             dawnpipe(args)

@@ -9,8 +9,9 @@ after `make setup`:
   installed, else the official download). A ``--data`` path of the caller's
   own is never made: a missing one stops the script, saying what to run;
 - a trained checkpoint (``ensure_checkpoint``): the train stage itself,
-  ``python -m dawnpipe train``, to the task's official threshold, into a
-  directory kept for the next time (``results/bench/``).
+  ``python -m dawnpipe train`` with its command from the stage table
+  (``train_command``), to the task's official threshold, into a directory
+  kept for the next time (``results/bench/``).
 
 Each prints, before the work, what it runs and why.
 """
@@ -71,36 +72,39 @@ def ensure_prepared(path: Path, task: str = "fashion-mnist") -> Path:
     return path
 
 
-def train_command(entry: Path, seed: int, data: Path, run: Path, threshold: float, *, extra: list[str] | None = None) -> list[str]:
-    """The train stage for one run of ``entry`` into ``run``, stopping at ``threshold``, telemetry off."""
-    return [
-        sys.executable,
-        "-m",
-        "dawnpipe",
-        "train",
-        "--entry",
-        str(entry),
-        "--seed",
-        str(seed),
-        "--data",
-        str(data),
-        "--tsv",
-        str(run / "train.tsv"),
-        "--log-parquet",
-        str(run / "train.parquet"),
-        "--checkpoint",
-        str(run / "model.pt"),
-        "--run-json",
-        str(run / "run.json"),
-        "--threshold",
-        f"{threshold:g}",
-        "--stop-at-threshold",
-        "true",
-        "--no-resume",
-        "--telemetry-interval",
-        "0",
-        *(extra or []),
-    ]
+def train_command(
+    entry: Path,
+    seed: int,
+    data: Path,
+    run: Path,
+    threshold: float,
+    *,
+    stop_at_threshold: bool = True,
+    train_limit: int | None = None,
+    test_limit: int | None = None,
+    threads: int | None = None,
+    telemetry_interval: float | None = 0.0,
+    extra: list[str] | None = None,
+) -> list[str]:
+    """The train stage for one run of ``entry`` into ``run``, written from the
+    stage table as the pipeline writes it (dawnpipe.pipeline.stages.TRAIN: its
+    outputs under their names in ``run``), never resuming: by default stopping
+    at ``threshold``, telemetry off (``telemetry_interval`` None: the stage's
+    default sampling)."""
+    from dawnpipe.pipeline.stages import TRAIN, command_words, outputs_in
+    from dawnpipe.pipeline.values import train_settings
+
+    settings = train_settings(threshold, train_limit=train_limit, test_limit=test_limit, stop_at_threshold=stop_at_threshold)
+    values = {
+        "entry_file": entry,
+        "seed": seed,
+        "data": data,
+        **outputs_in(TRAIN, run),
+        "threads": threads,
+        "settings": settings,
+        "telemetry_interval": telemetry_interval,
+    }
+    return [sys.executable, "-m", "dawnpipe", *command_words(TRAIN, values), "--no-resume", *(extra or [])]
 
 
 def ensure_checkpoint(entry: Path, seed: int, data: Path, threshold: float) -> Path:

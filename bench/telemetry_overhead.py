@@ -39,7 +39,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "src"), str(ROOT / "bench")]
 
-from inputs import DATA, ensure_prepared  # noqa: E402
+from inputs import DATA, ensure_prepared, train_command  # noqa: E402
 from record import add_record_flag, shown_path, write_record  # noqa: E402
 
 from dawnpipe.entries import read_entry_doc  # noqa: E402  (bounded and checked, as the pipeline reads it)
@@ -52,42 +52,11 @@ def env() -> dict:
     return e
 
 
-def dawnpipe(*args: str) -> None:
-    subprocess.run([sys.executable, "-m", "dawnpipe", *args], check=True, env=env(), stdout=subprocess.DEVNULL)
-
-
 def train_seconds(entry: Path, data: Path, items: int, threads: int, interval: float, out: Path) -> float:
-    run = out / "run.json"
     # a threshold above 100% keeps every epoch of the budget running
-    dawnpipe(
-        "train",
-        "--entry",
-        str(entry),
-        "--seed",
-        "0",
-        "--data",
-        str(data),
-        "--tsv",
-        str(out / "train.tsv"),
-        "--log-parquet",
-        str(out / "train.parquet"),
-        "--checkpoint",
-        str(out / "model.pt"),
-        "--run-json",
-        str(run),
-        "--threshold",
-        "101",
-        "--train-limit",
-        str(items),
-        "--test-limit",
-        "500",
-        "--threads",
-        str(threads),
-        "--no-resume",
-        "--telemetry-interval",
-        str(interval),
-    )
-    return read_run_info(run)["result"]["training_hours"] * 3600.0
+    command = train_command(entry, 0, data, out, 101, stop_at_threshold=False, train_limit=items, test_limit=500, threads=threads, telemetry_interval=interval)
+    subprocess.run(command, check=True, env=env(), stdout=subprocess.DEVNULL)
+    return read_run_info(out / "run.json")["result"]["training_hours"] * 3600.0
 
 
 def tick_cost(interval: float, ticks: int = 300) -> dict:

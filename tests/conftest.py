@@ -90,6 +90,18 @@ def run_cli(*args: str, cwd: Path | None = None, check: bool = False, timeout: f
     return proc
 
 
+def train_command(entry, data, out, *, seed=0, settings: list[str] | tuple[str, ...] = (), **values) -> list[str]:
+    """``train`` and its arguments for one run of ``entry`` on ``data`` into the
+    directory ``out``, written from the stage table as the pipeline writes them
+    (dawnpipe.pipeline.stages.command_words): the train stage's outputs under
+    their names in ``out``; ``settings``, the run's settings words
+    (dawnpipe.pipeline.values.train_settings); ``values``, any other word of
+    the command by its name (``work_dir``, ``threads``, ``telemetry_interval``)."""
+    from dawnpipe.pipeline.stages import TRAIN, command_words, outputs_in
+
+    return command_words(TRAIN, {"entry_file": entry, "seed": seed, "data": data, **outputs_in(TRAIN, out), "settings": list(settings), **values})
+
+
 def run_snakemake(workdir: Path, *args: str, timeout: float = 1200, check: bool = True) -> subprocess.CompletedProcess:
     proc = subprocess.run(["snakemake", *args], cwd=workdir, env=tool_env(), capture_output=True, text=True, timeout=timeout)
     if check and proc.returncode != 0:

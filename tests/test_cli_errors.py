@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import ROOT, run_cli
+from conftest import ROOT, run_cli, train_command
 
 from dawnpipe.cli import run_command
 from dawnpipe.errors import DawnpipeError
@@ -136,25 +136,7 @@ def test_stability_names_the_result_of_another_entry(tmp_path):
 def test_bad_entry_files_are_named_with_the_reason(tmp_path, content, message):
     entry = tmp_path / "bad.yaml"
     entry.write_bytes(content)
-    proc = run_cli(
-        "train",
-        "--entry",
-        str(entry),
-        "--seed",
-        "0",
-        "--data",
-        str(tmp_path),
-        "--tsv",
-        str(tmp_path / "t.tsv"),
-        "--log-parquet",
-        str(tmp_path / "t.parquet"),
-        "--checkpoint",
-        str(tmp_path / "m.pt"),
-        "--run-json",
-        str(tmp_path / "run.json"),
-        "--work-dir",
-        str(tmp_path / "work"),
-    )
+    proc = run_cli(*train_command(entry, tmp_path, tmp_path, work_dir=tmp_path / "work"))
     assert proc.returncode == 1, proc.stderr
     assert f"{entry}: {message}" in proc.stderr
     assert "Traceback" not in proc.stderr

@@ -4,7 +4,8 @@ Every relative link and anchor resolves (anchors by GitHub's heading slugs);
 every `make` target and `dawnpipe` command the docs show exists (`make -n`,
 `dawnpipe <command> --help`), and so does every script or file a command
 names; the README stays within 12 KB; the measured tables equal a fresh
-generation from their records (scripts/docs.py). Fast: part of `make lint`.
+generation from their records (scripts/docs.py), and docs/pipeline.md one
+from the stage table. Fast: part of `make lint`.
 """
 
 from __future__ import annotations
@@ -190,6 +191,13 @@ def test_the_generated_tables_equal_a_fresh_generation():
         if docs.generate(text, page) != text:
             stale.append(str(page.relative_to(ROOT)))
     assert not stale, f"generated tables out of date in {', '.join(stale)}: run `make docs` (never edit them by hand)"
+
+
+def test_the_pipeline_page_equals_a_fresh_generation():
+    """docs/pipeline.md is the stage table's own account of itself (`dawnpipe pipeline docs`), never edited by hand."""
+    from dawnpipe.pipeline.docs import PAGE, page
+
+    assert (ROOT / PAGE).read_text(encoding="utf-8") == page(), f"{PAGE} out of date with the stage table: run `make docs` (never edit it by hand)"
 
 
 def test_the_measured_pages_have_their_blocks():

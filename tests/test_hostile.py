@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT, run_cli
+from conftest import ROOT, run_cli, train_command
 from test_cli_errors import write_run
 
 from dawnpipe import crash
 from dawnpipe.cli import run_command
+from dawnpipe.pipeline.values import train_settings
 
 
 def one_error_line(proc, code: int = 1) -> str:
@@ -321,9 +322,7 @@ def test_a_seed_no_generator_takes_is_a_usage_error(tmp_path, value):
     """A seed is a whole number 0..2**32-1 (numpy's and Keras' range; run.json
     requires >= 0): -1 trained a run every later stage refused, and a seed of
     10**30 stopped with exit 70 in torch.manual_seed."""
-    args = ["train", "--entry", str(ROOT / "config/entries/fastnet.yaml"), "--seed", value, "--data", str(tmp_path)]
-    args += ["--tsv", str(tmp_path / "t.tsv"), "--log-parquet", str(tmp_path / "t.parquet"), "--checkpoint", str(tmp_path / "m.pt")]
-    proc = run_cli(*args, "--run-json", str(tmp_path / "r.json"), "--threshold", "90")
+    proc = run_cli(*train_command(ROOT / "config/entries/fastnet.yaml", tmp_path, tmp_path, seed=value, settings=train_settings(90)))
     line = one_error_line(proc, code=2)
     assert line == f"dawnpipe train: error: argument --seed: expected a whole number from 0 to 4294967295, got {value!r}"
 

@@ -11,8 +11,10 @@ import shutil
 import pandas as pd
 import pytest
 import torch
-from conftest import ROOT, run_cli
+from conftest import ROOT, run_cli, train_command
 from squad_synth import write_expect, write_squad_files
+
+from dawnpipe.pipeline.values import train_settings
 
 pytestmark = pytest.mark.slow
 ENTRY = ROOT / "config" / "entries" / "drqa-small.yaml"
@@ -27,29 +29,8 @@ def trained(tmp_path_factory):
     run_cli("fetch", "squad", "--dest", str(work / "raw"), "--source", str(work / "generated"), "--expect", str(expect), check=True)
     run_cli("prepare", "squad", "--raw", str(work / "raw"), "--out", str(work / "prepared"), check=True)
     run = work / "run"
-    proc = run_cli(
-        "train",
-        "--entry",
-        str(ENTRY),
-        "--seed",
-        "0",
-        "--data",
-        str(work / "prepared"),
-        "--tsv",
-        str(run / "train.tsv"),
-        "--log-parquet",
-        str(run / "train.parquet"),
-        "--checkpoint",
-        str(run / "model.pt"),
-        "--run-json",
-        str(run / "run.json"),
-        "--threshold",
-        str(THRESHOLD),
-        "--stop-at-threshold",
-        "--threads",
-        "1",
-        check=True,
-    )
+    settings = train_settings(THRESHOLD, stop_at_threshold=True)
+    proc = run_cli(*train_command(ENTRY, work / "prepared", run, settings=settings, threads=1), check=True)
     return work, run, proc
 
 

@@ -289,7 +289,7 @@ def test_a_variant_reruns_exactly_when_its_resolved_recipe_changes(tmp_path, mon
     summarizes again and retrains nothing."""
     from dawnpipe.pipeline import render
     from dawnpipe.pipeline.dvc import generated_files
-    from dawnpipe.pipeline.stages import STUDY_STAGE, TRAIN
+    from dawnpipe.pipeline.stages import STUDY, TRAIN
 
     project = copy_project(tmp_path / "p")
     variants = ["smoke-fastnet+batch=32", "smoke-fastnet+batch=128", "smoke-fastnet+threads=1", "smoke-fastnet+processes=2"]
@@ -300,7 +300,7 @@ def test_a_variant_reruns_exactly_when_its_resolved_recipe_changes(tmp_path, mon
         train = {v: render.values_hash(TRAIN, plan, {"entry": v, "seed": "0"}) for v in variants}
         recipes = {v: files[Path(plan.entries[v].params_file)] for v in variants}
         assert {v: render.dvc_params(TRAIN, plan, {"entry": v, "seed": "0"}) for v in variants} == {v: [(f"dvc-variants/{v}.yaml", None)] for v in variants}
-        return train, recipes, render.values_hash(STUDY_STAGE, plan, {"study": "test-batch"})
+        return train, recipes, render.values_hash(STUDY, plan, {"study": "test-batch"})
 
     def edit(path, old, new):
         text = (project / path).read_text()

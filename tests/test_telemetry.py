@@ -18,7 +18,7 @@ import time
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import run_cli
+from conftest import run_cli, train_command
 from nvml_stand_in import FakeGpu, NvmlStandIn
 
 from dawnpipe.telemetry import energy as en
@@ -127,27 +127,7 @@ def test_train_cli_failure_leaves_no_telemetry_output(tmp_path):
     run, data = tmp_path / "run", tmp_path / "prepared"
     data.mkdir()
     (data / "manifest.json").write_text(json.dumps({"task": "fashion-mnist", "splits": {}}))
-    proc = run_cli(
-        "train",
-        "--entry",
-        "config/entries/fastnet.yaml",
-        "--seed",
-        "0",
-        "--data",
-        str(data),
-        "--tsv",
-        str(run / "train.tsv"),
-        "--log-parquet",
-        str(run / "train.parquet"),
-        "--checkpoint",
-        str(run / "model.pt"),
-        "--run-json",
-        str(run / "run.json"),
-        "--work-dir",
-        str(run / ".work"),
-        "--telemetry-interval",
-        "0.05",
-    )
+    proc = run_cli(*train_command("config/entries/fastnet.yaml", data, run, work_dir=run / ".work", telemetry_interval="0.05"))
     assert proc.returncode == 1, proc.stderr
     assert "no split 'train'" in proc.stderr and "Traceback" not in proc.stderr
     assert not (run / "telemetry.parquet").exists()

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from conftest import ROOT, run_cli, tool_env
+from conftest import ROOT, run_cli, tool_env, train_command
 from tiny_training import assert_evaluation_off_the_clock, run_with_slow_evaluation, signal_mid_epoch, start_training
 
 from dawnpipe.logs import read_run_tsv
@@ -89,29 +89,7 @@ def outside_env(env_file: Path) -> dict[str, list[str]]:
 
 
 def train_args(entry: Path, out: Path, *extra: str) -> list[str]:
-    return [
-        "train",
-        "--entry",
-        str(entry),
-        "--seed",
-        "0",
-        "--data",
-        str(out.parent / "prepared"),
-        "--tsv",
-        str(out / "train.tsv"),
-        "--log-parquet",
-        str(out / "train.parquet"),
-        "--checkpoint",
-        str(out / "model.pt"),
-        "--run-json",
-        str(out / "run.json"),
-        "--work-dir",
-        str(out / ".work"),
-        "--threads",
-        "2",
-        *LIMITS,
-        *extra,
-    ]
+    return [*train_command(entry, out.parent / "prepared", out, work_dir=out / ".work", threads=2, settings=LIMITS), *extra]
 
 
 def checkpoint_meta(path: Path) -> dict:

@@ -12,7 +12,7 @@ import random
 import numpy as np
 import pytest
 import yaml
-from conftest import ROOT, run_cli
+from conftest import ROOT, run_cli, train_command
 
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.train.logbook import Logbook
@@ -24,24 +24,7 @@ FASTNET = yaml.safe_load((ROOT / "config/entries/fastnet.yaml").read_text())
 
 
 def _train_args(entry, tmp_path):
-    out = tmp_path / "out"
-    return [
-        "train",
-        "--entry",
-        str(entry),
-        "--seed",
-        "0",
-        "--data",
-        str(tmp_path / "no-such-data"),
-        "--tsv",
-        str(out / "t.tsv"),
-        "--log-parquet",
-        str(out / "t.parquet"),
-        "--checkpoint",
-        str(out / "m.pt"),
-        "--run-json",
-        str(out / "run.json"),
-    ]
+    return train_command(entry, tmp_path / "no-such-data", tmp_path / "out")
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from conftest import run_cli, tool_env
+from conftest import run_cli, tool_env, train_command
+
+from dawnpipe.pipeline.values import train_settings
 
 TINY_ENTRY = {
     "description": "tiny fastnet for the tests",
@@ -52,34 +54,9 @@ def write_entry(path: Path, **changes) -> Path:
 
 
 def train_args(entry: Path, data: Path, out: Path, *, seed: int = 0, threads: int = 1, extra: tuple[str, ...] = ()) -> list[str]:
-    return [
-        "train",
-        "--entry",
-        str(entry),
-        "--seed",
-        str(seed),
-        "--data",
-        str(data),
-        "--tsv",
-        str(out / "train.tsv"),
-        "--log-parquet",
-        str(out / "train.parquet"),
-        "--checkpoint",
-        str(out / "model.pt"),
-        "--run-json",
-        str(out / "run.json"),
-        "--work-dir",
-        str(out / "work"),
-        "--threshold",
-        str(THRESHOLD),
-        "--train-limit",
-        str(TRAIN_LIMIT),
-        "--test-limit",
-        str(TEST_LIMIT),
-        "--threads",
-        str(threads),
-        *extra,
-    ]
+    """The train stage's command for a tiny run into ``out`` (its per-epoch state in out/work), then ``extra``."""
+    settings = train_settings(THRESHOLD, train_limit=TRAIN_LIMIT, test_limit=TEST_LIMIT)
+    return [*train_command(entry, data, out, seed=seed, settings=settings, work_dir=out / "work", threads=threads), *extra]
 
 
 def start_training(args: list[str], env: dict | None = None) -> subprocess.Popen:

@@ -2,6 +2,7 @@
 
     dawnpipe pipeline dvc [--config FILE ...] [--check]   # write (or check) dvc.yaml and params.yaml
     dawnpipe pipeline config [--config FILE ...]          # the resolved configuration, as YAML
+    dawnpipe pipeline docs [--check]                      # write (or check) docs/pipeline.md
 
 Run from the project's root (beside the Snakefile). ``--config`` files are
 laid over config/config.yaml in order, as ``snakemake --configfile`` does.
@@ -18,13 +19,17 @@ from dawnpipe.fileio import load_yaml_text, read_yaml, write_text
 
 
 def configure(p) -> None:
-    p.add_argument("what", choices=["dvc", "config"], help="dvc: write dvc.yaml and params.yaml; config: print the resolved configuration")
+    p.add_argument(
+        "what",
+        choices=["dvc", "config", "docs"],
+        help="dvc: write dvc.yaml and params.yaml; config: print the resolved configuration; docs: write docs/pipeline.md from the stage table",
+    )
     p.add_argument("--config", action="append", default=[], type=Path, metavar="FILE", help="a config file laid over config/config.yaml (repeatable)")
     p.add_argument(
         "--check",
         action="store_true",
         help="dvc: write nothing; exit 1 if dvc.yaml or params.yaml differ from what would be written "
-        "(without --config: for the config files params.yaml was written from)",
+        "(without --config: for the config files params.yaml was written from); docs: the same for docs/pipeline.md",
     )
 
 
@@ -34,6 +39,8 @@ def run(args) -> int:
 
     if not SCHEMA.is_file():
         raise UsageError(f"no {SCHEMA} here: run `dawnpipe pipeline` from the project's root (beside the Snakefile)")
+    if args.what == "docs":
+        return pipeline_docs(args.check)
     config_files = args.config
     if args.what == "dvc" and args.check and not config_files:
         config_files = recorded_config_files()
@@ -65,6 +72,23 @@ def run(args) -> int:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_text(path, text)
     print(f"pipeline: wrote {DVC_YAML} and {PARAMS_YAML}{variants} for {' + '.join(config.files)}")
+    return 0
+
+
+def pipeline_docs(check: bool) -> int:
+    """docs/pipeline.md from the stage table (no configuration is read)."""
+    from dawnpipe.pipeline.docs import PAGE, page
+
+    text = page()
+    if check:
+        if not PAGE.is_file() or PAGE.read_text(encoding="utf-8") != text:
+            why = what_changed(PAGE, text, None)
+            raise DawnpipeError(f"{PAGE} out of date with the stage table ({why}): write it again with `dawnpipe pipeline docs` (or `make docs`)")
+        print(f"pipeline: {PAGE} is up to date with the stage table")
+        return 0
+    PAGE.parent.mkdir(parents=True, exist_ok=True)
+    write_text(PAGE, text)
+    print(f"pipeline: wrote {PAGE}")
     return 0
 
 

@@ -29,7 +29,8 @@ import yaml
 from dawnpipe.pipeline import render
 from dawnpipe.pipeline.config import SCHEMA, Config
 from dawnpipe.pipeline.plan import VARIANT_PARAMS, Plan
-from dawnpipe.pipeline.stages import ENTRY, ONCE, RUN_, STAGES, STUDY, TASK, Job, Stage
+from dawnpipe.pipeline.stages import ONCE, PER_ENTRY, PER_RUN, PER_STUDY, PER_TASK, STAGES, Stage
+from dawnpipe.pipeline.values import Job
 
 DVC_YAML = Path("dvc.yaml")
 PARAMS_YAML = Path("params.yaml")
@@ -47,13 +48,13 @@ def jobs(stage: Stage, plan: Plan) -> list[tuple[str, Job]]:
     """(DVC item key, names) of every job of a stage (none where the configuration has not the stage)."""
     if stage.when is not None and not stage.when(plan):
         return []
-    if stage.per == TASK:
+    if stage.per == PER_TASK:
         return [(t, {"task": t}) for t in plan.tasks()]
-    if stage.per == ENTRY:
+    if stage.per == PER_ENTRY:
         return [(e, {"entry": e}) for e in plan.entries if stage.only is None or stage.only(plan, {"entry": e})]
-    if stage.per == RUN_:
+    if stage.per == PER_RUN:
         return [(f"{e}-{s}", {"entry": e, "seed": str(s)}) for e, s in plan.runs()]
-    if stage.per == STUDY:
+    if stage.per == PER_STUDY:
         return [(name, {"study": name}) for name in plan.studies]
     assert stage.per == ONCE
     return [("", {})]

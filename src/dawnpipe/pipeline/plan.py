@@ -18,7 +18,7 @@ from dawnpipe.entries import config_hash, load_entry, run_settings
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.pipeline.config import Config, check_task_keys
 
-RUN = "results/runs/{entry}/seed{seed}"
+RUN_DIR = "results/runs/{entry}/seed{seed}"  # a run's directory: its entry and seed
 # A study variant's recipe, resolved (its base entry with the study's
 # overrides), written by `dawnpipe pipeline dvc`: what DVC compares by value to
 # rerun the variant's stages, as it compares an entry file for an entry.
@@ -174,7 +174,7 @@ class Plan:
         return [(e.id, s) for e in self.entries.values() for s in e.seeds]
 
     def run_dir(self, entry: str, seed: int | str) -> str:
-        return RUN.format(entry=entry, seed=seed)
+        return RUN_DIR.format(entry=entry, seed=seed)
 
     def run_files(self, name: str) -> list[str]:
         return [f"{self.run_dir(e, s)}/{name}" for e, s in self.runs()]

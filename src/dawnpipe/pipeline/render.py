@@ -17,7 +17,8 @@ from typing import Any
 
 from dawnpipe.pipeline import codedeps
 from dawnpipe.pipeline.plan import Plan
-from dawnpipe.pipeline.stages import In, Job, Name, Out, Param, Stage, Threads
+from dawnpipe.pipeline.stages import In, Name, Out, Param, Stage, Threads, Work, as_words, command_words
+from dawnpipe.pipeline.values import Job
 
 STAGE_SCRIPT = "scripts/stage"  # runs `dawnpipe ARGS`, output to the terminal and the log (both tools)
 _NAME = re.compile(r"\{(task|entry|seed|study)\}")
@@ -26,10 +27,6 @@ _NAME = re.compile(r"\{(task|entry|seed|study)\}")
 def fill(template: str, job: Job) -> str:
     """A path template of the table with the job's names."""
     return _NAME.sub(lambda m: str(job[m.group(1)]), template)
-
-
-def as_words(value: Any) -> list[str]:
-    return [str(w) for w in value] if isinstance(value, list | tuple) else [str(value)]
 
 
 def inputs(stage: Stage, plan: Plan, job: Job, *, dvc: bool = False) -> dict[str, list[str]]:
@@ -45,24 +42,27 @@ def outputs(stage: Stage, job: Job) -> dict[str, str]:
     return {name: fill(o.path, job) for name, o in stage.outputs.items()}
 
 
+def job_values(stage: Stage, plan: Plan, job: Job) -> dict[str, Any]:
+    """The value of each word of one job's command, DVC's form (no threads)."""
+    ins, outs = inputs(stage, plan, job, dvc=True), outputs(stage, job)
+    values: dict[str, Any] = {}
+    for _, word in stage.arguments():
+        if isinstance(word, In):
+            values[word.name] = ins[word.name]
+        elif isinstance(word, Out):
+            values[word.name] = outs[word.name]
+        elif isinstance(word, Param):
+            values[word.name] = stage.params[word.name](plan, job)
+        elif isinstance(word, Name):
+            values[word.name] = str(job[word.name])
+        elif isinstance(word, Work):
+            values[word.name] = fill(word.path, job)
+    return values  # Threads: none, DVC lets the framework use its own default (every core)
+
+
 def command(stage: Stage, plan: Plan, job: Job) -> list[str]:
     """The whole argument list of one job, DVC's form (no ``--threads``)."""
-    ins, outs = inputs(stage, plan, job, dvc=True), outputs(stage, job)
-    argv = [*plan.task_dir_words(), stage.command]
-    for word in stage.args:
-        if isinstance(word, str):
-            argv.append(fill(word, job))
-        elif isinstance(word, In):
-            argv += ins[word.name]
-        elif isinstance(word, Out):
-            argv.append(outs[word.name])
-        elif isinstance(word, Param):
-            argv += as_words(stage.params[word.name](plan, job))
-        elif isinstance(word, Name):
-            argv.append(str(job[word.name]))
-        elif isinstance(word, Threads):
-            continue  # DVC: the framework's own default (every core)
-    return argv
+    return [*plan.task_dir_words(), *command_words(stage, job_values(stage, plan, job), literal=lambda word: fill(word, job))]
 
 
 def _literal(word: str) -> str:
@@ -71,23 +71,26 @@ def _literal(word: str) -> str:
     return re.sub(r"\{\{(task|entry|seed)\}\}", r"{wildcards.\1}", escaped)
 
 
+def placeholder(word: In | Out | Param | Name | Work | Threads) -> str:
+    """A word of the table as the placeholder Snakemake fills per job."""
+    if isinstance(word, In):
+        return f"{{input.{word.name}:q}}"
+    if isinstance(word, Out):
+        return f"{{output.{word.name}:q}}"
+    if isinstance(word, Param):
+        return f"{{params.{word.name}}}"  # quoted by snakemake_param
+    if isinstance(word, Name):
+        return f"{{wildcards.{word.name}}}"
+    if isinstance(word, Work):
+        return _literal(word.path)
+    return "{threads}"
+
+
 def shell_template(stage: Stage, script: str, plan: Plan) -> str:
     """Snakemake's shell command of a stage: the same words as placeholders."""
-    parts = [_literal(shlex.quote(script)), "{log:q}", *(_literal(shlex.quote(w)) for w in plan.task_dir_words()), stage.command]
-    for word in stage.args:
-        if isinstance(word, str):
-            parts.append(_literal(word))
-        elif isinstance(word, In):
-            parts.append(f"{{input.{word.name}:q}}")
-        elif isinstance(word, Out):
-            parts.append(f"{{output.{word.name}:q}}")
-        elif isinstance(word, Param):
-            parts.append(f"{{params.{word.name}}}")  # quoted by snakemake_param
-        elif isinstance(word, Name):
-            parts.append(f"{{wildcards.{word.name}}}")
-        elif isinstance(word, Threads):
-            parts += [word.flag, "{threads}"]
-    return " ".join(parts)
+    placeholders = {word.name: placeholder(word) for _, word in stage.arguments() if not isinstance(word, str)}
+    parts = [_literal(shlex.quote(script)), "{log:q}", *(_literal(shlex.quote(w)) for w in plan.task_dir_words())]
+    return " ".join([*parts, *command_words(stage, placeholders, literal=_literal)])
 
 
 def snakemake_param(stage: Stage, name: str, plan: Plan, job: Job) -> str:
