@@ -14,6 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from dawnpipe.tensorflow_import import load_triton_first
+
+# Test modules import Keras (so TensorFlow) as they are collected, and torch may load triton
+# later in the same worker: triton first, as in every dawnpipe process (dawnpipe.tensorflow_import).
+load_triton_first()
+
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
 # What a copy of the project needs to run the workflow (no data, no results).

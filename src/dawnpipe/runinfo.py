@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from dawnpipe.tensorflow_import import tensorflow
+
 
 def cpu_model() -> str:
     try:
@@ -79,8 +81,8 @@ def torch_environment(device) -> dict[str, Any]:
 
 def tf_environment(device: str) -> dict[str, Any]:
     """The TensorFlow twin of torch_environment; ``device`` is a TF device name (/CPU:0, /GPU:0)."""
+    tf = tensorflow()
     import keras
-    import tensorflow as tf
 
     from dawnpipe.tf_runtime import device_label
 

@@ -21,17 +21,16 @@ from the file.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
-
 import numpy as np
-import tensorflow as tf
 
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import atomic_path, check_shape
+from dawnpipe.tensorflow_import import tensorflow
+
+tf = tensorflow()
 
 CHECKPOINT_FORMAT = "dawnpipe-keras-npz-1"
 # an entry's precision -> Keras' global dtype policy (variables stay float32)

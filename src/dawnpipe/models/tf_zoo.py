@@ -28,8 +28,11 @@ from __future__ import annotations
 import inspect
 import math
 
-import keras
-from keras import layers
+from dawnpipe.tensorflow_import import tensorflow
+
+tensorflow()  # Keras runs on TensorFlow, loaded after triton (dawnpipe.tensorflow_import)
+import keras  # noqa: E402
+from keras import layers  # noqa: E402
 
 BN_MOMENTUM = 0.9  # PyTorch BatchNorm2d(momentum=0.1): moving = 0.9 * moving + 0.1 * batch
 BN_EPSILON = 1e-5  # PyTorch's default
@@ -158,13 +161,3 @@ def model_spec(name: str, **kwargs) -> tuple[int, dict]:
     if (depth - 2) % (3 * per_block):
         raise ValueError(f"a {kwargs['block']} CIFAR ResNet needs depth = {3 * per_block}n + 2, not {depth}")
     return depth, kwargs
-
-
-def parameter_counts(model: keras.Model) -> dict[str, int]:
-    """Trainable parameters (PyTorch's ``parameters()``) and non-trainable state
-    (batch-norm moving statistics: PyTorch's float buffers)."""
-
-    def count(variables):
-        return int(sum(math.prod(v.shape) for v in variables))
-
-    return {"trainable": count(model.trainable_weights), "non_trainable": count(model.non_trainable_weights)}

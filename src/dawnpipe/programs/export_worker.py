@@ -58,6 +58,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from dawnpipe.tensorflow_import import tensorflow
+
 OPSET = 17  # what examples/programs/torch_fmnist.py exports; ONNX Runtime 1.31 runs it
 FACTORY = "program.model.factory"
 LAYOUT = "program.model.preprocessing.layout"
@@ -280,9 +282,8 @@ class KerasExport(Export):
 
     def __init__(self, setup: Mapping[str, Any]):
         os.environ["KERAS_BACKEND"] = "tensorflow"  # a SavedModel needs it; a .weights.h5 file is the same under any backend
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        tf = tensorflow("2")
         import keras
-        import tensorflow as tf
 
         super().__init__(setup)
         threads = int(setup["threads"])

@@ -59,13 +59,13 @@ matrix multiply or convolution whose operand shapes cannot be resolved
 from __future__ import annotations
 
 import math
-import os
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from dawnpipe.errors import DawnpipeError
+from dawnpipe.tensorflow_import import tensorflow
 
 METHOD = "estimated from the model graph"
 RULE = (
@@ -425,9 +425,8 @@ TF_TABLE = OpTable(TF_NORMALIZATION, TF_ELEMENTWISE, TF_SOFTMAX, TF_POOL, TF_RED
 def _savedmodel_counts(model, item_shape: Shape | None) -> dict[str, Any]:
     from dawnpipe.programs import model_files as models
 
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     try:
-        import tensorflow as tf
+        tf = tensorflow()
         from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
     except ModuleNotFoundError:
         raise NotCounted("TensorFlow is not installed in this environment; a SavedModel's graph is read with it") from None

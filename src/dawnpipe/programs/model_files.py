@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from dawnpipe.errors import DawnpipeError
+from dawnpipe.tensorflow_import import tensorflow
 
 ONNX, SAVEDMODEL = "onnx", "savedmodel"
 FORMATS = (ONNX, SAVEDMODEL)
@@ -354,8 +355,7 @@ def reachable_ops(meta, signature: str) -> set[str]:
 
 def load_savedmodel(model: ModelFile, root: Path, *, threads: int, item_shape: tuple[int, ...] | None = None) -> Loaded:
     """The SavedModel in ``root`` (from savedmodel_dir), its serving_default signature as ``logits``."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # TensorFlow's C++ INFO lines stay out of the stage's log
-    import tensorflow as tf
+    tf = tensorflow()
 
     check_savedmodel_ops(model)
     try:
