@@ -44,18 +44,19 @@ from record import add_record_flag, shown_path, write_record  # noqa: E402
 
 from dawnpipe.entries import load_entry, read_entry_doc, run_settings  # noqa: E402
 from dawnpipe.errors import DawnpipeError  # noqa: E402
-from dawnpipe.programs import clock, contract, mllog  # noqa: E402
+from dawnpipe.programs import clock, contract, mllog_reader  # noqa: E402
 from dawnpipe.runfiles import read_run_info  # noqa: E402
 from dawnpipe.train.program import GivenData, program_dir  # noqa: E402
+from dawnpipe.train.settings import Entry, RunSettings  # noqa: E402
 
 ENTRY = ROOT / "config/entries/torch-fmnist.yaml"
 
 
 def program_clock(output: str, contract_version: int) -> float:
     """The program's own training clock to its last epoch's hand-over, from its MLLOG (its time_ms alone; nothing frozen)."""
-    timeline = mllog.Timeline()
+    timeline = mllog_reader.Timeline()
     for number, text in enumerate(output.splitlines(), 1):
-        event = mllog.parse(text, number)
+        event = mllog_reader.parse(text, number)
         if event is not None:
             timeline.add(event, event.time_ms / 1000.0)
     rule = clock.ClockRule(contract_version)
@@ -70,7 +71,7 @@ def program_clock(output: str, contract_version: int) -> float:
     return rule.training_seconds(timeline.run_start, handed[-1])[1]
 
 
-def bare_seconds(entry: dict, given: GivenData, work: Path, seed: int, threads: int, out: Path) -> float:
+def bare_seconds(entry: Entry, given: GivenData, work: Path, seed: int, threads: int, out: Path) -> float:
     models, state = out / "models", out / "state"
     models.mkdir(parents=True)
     state.mkdir()
@@ -84,14 +85,14 @@ def bare_seconds(entry: dict, given: GivenData, work: Path, seed: int, threads: 
         "threads": str(threads),
     }
     for kind in contract.DATA_LAYOUTS:
-        if kind in contract.named_placeholders(entry["program"]):
-            values[kind] = str(given.layout(kind, work, entry["task"]))
-    command, extra = contract.fill(entry["program"], values, entry["hyperparameters"])
+        if kind in contract.named_placeholders(entry.program):
+            values[kind] = str(given.layout(kind, work, entry.task))
+    command, extra = contract.fill(entry.program, values, entry.hyperparameters)
     run_env = {**env(), "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), "PYTHONUNBUFFERED": "1", **extra}  # as the harness sets them
     proc = subprocess.run(command, cwd=program_dir(entry), env=run_env, capture_output=True, text=True)
     if proc.returncode != 0:
         raise DawnpipeError(f"the bare program failed (exit {proc.returncode}): {proc.stderr.strip().splitlines()[-1:]}")
-    return program_clock(proc.stdout + "\n" + proc.stderr, int(entry["program"].get("contract", 1)))
+    return program_clock(proc.stdout + "\n" + proc.stderr, int(entry.program.get("contract", 1)))
 
 
 def harness_seconds(entry_file: Path, data: Path, limits: tuple[int, int], seed: int, threads: int, out: Path) -> tuple[float, float]:
@@ -129,13 +130,13 @@ def main(argv: list[str] | None = None) -> int:
             entry_file.write_text(yaml.safe_dump(doc))
             entry = load_entry(entry_file)
         # the same items on both sides: the subset, and of it what the harness gives the program
-        settings = run_settings(
-            entry, seed=0, threshold=101.0, official_threshold=93.0, train_limit=args.items, test_limit=args.test_items, stop_at_threshold=False
+        settings = RunSettings.of(
+            run_settings(entry, seed=0, threshold=101.0, official_threshold=93.0, train_limit=args.items, test_limit=args.test_items, stop_at_threshold=False)
         )
         given = GivenData.make(data, settings, work / "given")
         bare, harness, ours = [], [], []
         for i in range(args.repeats):
-            b = bare_seconds(entry, given, work / "given", 0, args.threads, work / f"bare-{i}")
+            b = bare_seconds(settings.entry, given, work / "given", 0, args.threads, work / f"bare-{i}")
             bare.append(b)
             print(f"repeat {i + 1}/{args.repeats}  bare     {b:8.2f} s (the program's clock)", flush=True)
             h, d = harness_seconds(entry_file, data, (args.items, args.test_items), 0, args.threads, work / f"harness-{i}")

@@ -55,6 +55,25 @@ def test_imports_anywhere_in_a_module_are_followed(tmp_path):
     ]  # not unused.py (nothing imports it), not pkg/sub (a package of its own, not imported)
 
 
+def test_imports_for_annotations_only_are_not_followed(tmp_path):
+    """An import under ``if TYPE_CHECKING:`` never runs: not the stage's code; its ``else`` branch runs, and is."""
+    src = make_package(
+        tmp_path / "src",
+        {
+            "dawnpipe/__init__.py": "",
+            "dawnpipe/stage.py": (
+                "import typing\nfrom typing import TYPE_CHECKING\n"
+                "if TYPE_CHECKING:\n    from dawnpipe.typed import Settings\nelse:\n    from dawnpipe import runs\n"
+                "if typing.TYPE_CHECKING:\n    import dawnpipe.also_typed\n"
+            ),
+            "dawnpipe/typed.py": "",
+            "dawnpipe/also_typed.py": "",
+            "dawnpipe/runs.py": "",
+        },
+    )
+    assert closure(src, ["dawnpipe.stage"]) == {"dawnpipe", "dawnpipe.stage", "dawnpipe.runs"}
+
+
 def test_snakemake_and_dvc_list_the_same_code_for_each_stage(monkeypatch):
     """The rules' `code` inputs and dvc.yaml's deps come from one function:
     the code files dvc.yaml lists for each stage are the ones it computes."""

@@ -39,13 +39,14 @@ def test_torch_drops_at_the_rate_in_training_and_is_the_identity_in_evaluation()
 
 def test_keras_drop_path_matches_and_adds_no_parameters():
     import keras
+    from test_tf_models import parameter_counts
 
     from dawnpipe.models import tf_zoo
 
     plain = tf_zoo.build_model("resnet20", input_shape=(28, 28, 1), num_classes=10)
     deep = tf_zoo.build_model("resnet20", input_shape=(28, 28, 1), num_classes=10, drop_path=0.5)
     torch_count = sum(p.numel() for p in build_model("resnet20", in_channels=1, num_classes=10, drop_path=0.5).parameters())
-    assert tf_zoo.parameter_counts(deep) == tf_zoo.parameter_counts(plain) and tf_zoo.parameter_counts(deep)["trainable"] == torch_count
+    assert parameter_counts(deep) == parameter_counts(plain) and parameter_counts(deep)["trainable"] == torch_count
     for layer in plain.layers:  # by name (the PyTorch module paths): the drop layers change the order of the weights
         if layer.weights:
             deep.get_layer(layer.name).set_weights(layer.get_weights())

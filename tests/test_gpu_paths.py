@@ -90,7 +90,7 @@ def test_a_data_parallel_run_is_compared_with_the_peak_of_all_its_gpus():
 
     trainer = object.__new__(ImageTrainer)  # summary() alone: no data, no model
     trainer.rank = ddp.Rank(0, 0, 4, "torchrun")
-    trainer.settings = {"entry": {"distributed": {"nodes": 1, "processes_per_node": 4}}}
+    trainer.layout = ddp.Layout(nodes=1, processes_per_node=4)
     trainer.n_train, trainer.extra_sets, trainer.device = 100, [], torch.device("cpu")
     trainer.test_x = SimpleNamespace(shape=(10,))
     # as on a 4-GPU node (this CPU's torch sees none)

@@ -189,9 +189,14 @@ def test_streamed_batches_equal_in_memory_batches():
     assert torch.equal(streamed[5:9], in_memory[5:9])  # what evaluation slices
 
 
-def test_random_resized_crop_of_the_whole_image_is_the_image():
-    from dawnpipe.train.data_source import random_resized_crop
+def random_resized_crop(x: torch.Tensor, size: int, min_scale: float, gen: torch.Generator) -> torch.Tensor:
+    """A random resized crop of each item, as the trainer draws and applies it (dawnpipe.train.torch_trainer)."""
+    from dawnpipe.train.data_source import draw_resized_crop, resized_crop
 
+    return resized_crop(x, size, draw_resized_crop(x.shape[0], min_scale, gen))
+
+
+def test_random_resized_crop_of_the_whole_image_is_the_image():
     x = torch.rand(4, 3, 12, 12)
     gen = torch.Generator().manual_seed(0)
     torch.testing.assert_close(random_resized_crop(x, 12, 1.0, gen), x, atol=1e-5, rtol=0)  # area 1 -> no crop
@@ -208,8 +213,16 @@ def test_resnet50_has_the_published_size():
     assert type(build_model("resnet56", in_channels=3, num_classes=10)).__name__ == "CifarResNet"
 
 
+def eager_predictor(ckpt: dict, device, topk: int = 1):
+    """The eager answer function of a loaded checkpoint, without the inference
+    stage's check: uint8 item (H x W or H x W x C) -> class id, or the ``topk`` best ids."""
+    from dawnpipe.infer.torch_model import as_predict_fn, inference_net
+
+    module, _ = inference_net(ckpt)
+    return as_predict_fn(module.to(device), device, topk)
+
+
 def test_top5_inference_answers_five_classes():
-    from dawnpipe.infer.torch_backend import eager_predictor
     from dawnpipe.models.torch_zoo import build_model
 
     model = build_model("resnet18", in_channels=3, num_classes=7, width=4)

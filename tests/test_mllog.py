@@ -1,4 +1,4 @@
-"""Our runs in MLCommons' MLLOG (dawnpipe.train.mllog): a real tiny training
+"""Our runs in MLCommons' MLLOG (dawnpipe.train.mllog_writer): a real tiny training
 run's train.mllog, parsed back by the mlperf-logging package's own parser,
 has one run_start and one run_stop with the status the log implies, one
 epoch per row of train.tsv with the same accuracies, and times on the run's

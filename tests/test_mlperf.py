@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import SHARED, run_cli
+from conftest import ROOT, SHARED, run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_cli_fuzz import mllog_records
@@ -546,3 +546,36 @@ def test_parquet_has_one_row_per_run(tmp_path):
     run_cli("mlperf", "score", str(mlperf_dir() / "Dell"), "--parquet", str(out), check=True)
     frame = pd.read_parquet(out)
     assert len(frame) == 5 and set(frame["compliant"]) == {True} and math.isclose(frame["score_minutes"].iloc[0], 26.881916666666665)
+
+
+# The result summarizer's helpers dawnpipe.mlperf.official takes though they are
+# private (no public API does the same): name -> its parameters at the pinned version.
+PRIVATE = {
+    "_benchmark_alias": ["benchmark"],
+    "_pretty_system_name": ["system_desc"],
+    "_pretty_accelerator_model_name": ["system_desc"],
+    "_pretty_framework": ["system_desc"],
+    "_query_run_start_stop": ["loglines"],
+}
+
+
+def test_the_private_helpers_taken_from_mlperf_logging_are_pinned_and_still_there():
+    """An upgrade of mlperf-logging that renames, drops or re-signs one of the
+    private helpers official.py calls fails here, loudly, not as a changed
+    score; a private name newly used without being listed here fails too."""
+    import importlib.metadata
+    import inspect
+    import re
+
+    from mlperf_logging.result_summarizer import result_summarizer as rs
+
+    from dawnpipe.mlperf import official
+
+    pins = dict(line.split("==", 1) for line in (ROOT / "requirements.txt").read_text().splitlines() if line.startswith("mlperf-logging=="))
+    assert pins == {"mlperf-logging": importlib.metadata.version("mlperf-logging")}, "mlperf-logging must be pinned to the installed version"
+    used = set(re.findall(r"\b(?:import |rs\.)(_[a-z]\w*)", Path(official.__file__).read_text(encoding="utf-8")))
+    assert used == set(PRIVATE), f"official.py's private names of mlperf-logging: {sorted(used)}; listed: {sorted(PRIVATE)}"
+    for name, parameters in PRIVATE.items():
+        assert list(inspect.signature(getattr(rs, name)).parameters) == parameters, name
+    # what the score relies on: a result folder's name -> its benchmark
+    assert [official.benchmark_alias(f) for f in ("mask", "maskrcnn", "resnet", "bert")] == ["maskrcnn", "maskrcnn", "resnet", "bert"]

@@ -18,7 +18,8 @@ from conftest import run_cli
 
 from dawnpipe.entries import load_entry, validate_entry
 from dawnpipe.errors import DawnpipeError
-from dawnpipe.programs import contract, mllog
+from dawnpipe.programs import contract
+from dawnpipe.programs import mllog_reader as mllog
 from dawnpipe.programs import model_files as models
 from dawnpipe.programs.clock import ClockRule, Freeze, Window
 

@@ -44,9 +44,6 @@ class FileAudit:
         worst = max((SEVERITY_RANK[m.severity] for m in self.messages), default=0)
         return STATUS_OF[worst]
 
-    def has(self, code: str) -> bool:
-        return any(m.code == code for m in self.messages)
-
     def lines(self) -> list[str]:
         """'path: where: text' for every message, the form printed on the terminal."""
         return [f"{self.path}: {m.where}: {m.text}" if m.where != "file" else f"{self.path}: {m.text}" for m in self.messages]

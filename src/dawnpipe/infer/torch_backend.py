@@ -8,9 +8,7 @@ slower; the accuracy gate decides whether a precision is good enough).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -21,12 +19,3 @@ def prepare(checkpoint: Path, *, device: str, threads: int, check_items: np.ndar
     from dawnpipe.infer.torch_model import prepare_torch
 
     return prepare_torch("eager", checkpoint, device=device, threads=threads, check_items=check_items, topk=topk)
-
-
-def eager_predictor(ckpt: dict[str, Any], device, topk: int = 1) -> Callable[[np.ndarray], int | list[int]]:
-    """The eager answer function of a loaded checkpoint, without the check:
-    uint8 item (H x W or H x W x C) -> class id, or the ``topk`` best ids."""
-    from dawnpipe.infer.torch_model import as_predict_fn, inference_net
-
-    module, _ = inference_net(ckpt)
-    return as_predict_fn(module.to(device), device, topk)

@@ -2,8 +2,9 @@
 
 A stage's code is the closure of what its command's module imports inside
 the package, at module level or inside a function (the CLI imports lazily, so
-both count), plus the package data each of those modules reads: the
-non-Python files beside it (task files, schemas, templates, rules). Snakemake
+both count; an import under ``if TYPE_CHECKING:`` never runs, so does not),
+plus the package data each of those modules reads: the non-Python files
+beside it (task files, schemas, templates, rules). Snakemake
 makes them inputs of the stage's rule and dvc.yaml lists them as deps, so an
 edit reruns the same stages under both tools; nothing is listed by hand.
 
@@ -30,11 +31,29 @@ def module_file(src: Path, module: str) -> Path | None:
     return None
 
 
+def _type_checking(node: ast.AST) -> bool:
+    """``if TYPE_CHECKING:`` (or ``typing.TYPE_CHECKING``): imports for annotations only, which never run."""
+    test = node.test if isinstance(node, ast.If) else None
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _nodes(tree: ast.AST):
+    """Every node of ``tree``, less the bodies of ``if TYPE_CHECKING:`` blocks."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        yield node
+        if _type_checking(node):
+            todo += node.orelse
+            continue
+        todo += ast.iter_child_nodes(node)
+
+
 def _imported(tree: ast.AST, module: str, is_package: bool) -> set[str]:
-    """Package modules ``tree`` imports, anywhere in it (absolute and relative)."""
+    """Package modules ``tree`` imports, anywhere in it (absolute and relative) but under ``if TYPE_CHECKING:``."""
     found: set[str] = set()
     here = module.split(".") if is_package else module.split(".")[:-1]
-    for node in ast.walk(tree):
+    for node in _nodes(tree):
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom):

@@ -315,7 +315,7 @@ TRAIN = Stage(
         "checkpoint": Output(f"{RUN_DIR}/model.pt"),
         "run": Output(f"{RUN_DIR}/run.json"),
         "telemetry": Output(f"{RUN_DIR}/telemetry.parquet"),
-        "mllog": Output(f"{RUN_DIR}/train.mllog"),  # the run in MLCommons' MLLOG (dawnpipe.train.mllog)
+        "mllog": Output(f"{RUN_DIR}/train.mllog"),  # the run in MLCommons' MLLOG (dawnpipe.train.mllog_writer)
     },
     args=(
         ("--entry", Param("entry_file")),

@@ -7,7 +7,7 @@ printed. This package holds the contract's parts that several stages share
 and that need no framework:
 
 - ``contract``: the placeholders of a program's command and how they are filled;
-- ``mllog``: the program's MLLOG lines, read one at a time, bounded and checked;
+- ``mllog_reader``: the program's MLLOG lines, read one at a time, bounded and checked;
 - ``clock``: the clock rule (what is off a program's clock, counted once; start-up);
 - ``freezer``: freezing every process of the program while dawnpipe scores;
 - ``heldback``: the test items kept back from it, and the test of whether it learnt the given ones;

@@ -147,7 +147,6 @@ def run_record(run_dir: Path, task, ladder: list[float]) -> dict[str, Any]:
 # Entry fields that change where and how wide a run trains, not its recipe:
 # a study varying one of them is a scaling study.
 LAYOUT_FIELDS = ("distributed", "threads", "device", "hardware")
-FIGURES = ("batch-size", "tricks", "scaling", "none")
 
 
 def batch_size_of(recipe: dict[str, Any]) -> int | None:

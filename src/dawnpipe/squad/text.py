@@ -91,9 +91,6 @@ class Vocabulary:
             out[i, : len(ids)] = ids
         return out
 
-    def truncated(self, n_words: int, n_chars: int) -> Vocabulary:
-        return Vocabulary(self.words[:n_words], self.chars[:n_chars])
-
 
 def match_features(context_tokens: Sequence[str], question_tokens: Sequence[str]) -> np.ndarray:
     """uint8, n_context x 2: [token occurs in the question as is, ... lower-cased]."""

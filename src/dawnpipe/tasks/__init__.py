@@ -148,13 +148,6 @@ def get_task(name: str) -> Task:
         raise DawnpipeError(f"unknown task {name!r} (known: {', '.join(all_tasks())})") from None
 
 
-def task_for_submission_dir(dirname: str) -> Task | None:
-    for task in all_tasks().values():
-        if task.submission_dir == dirname:
-            return task
-    return None
-
-
 @functools.cache
 def _data_kind(module: str, directory: str):
     """The KIND of a data module: a file ``<directory>/<module>.py`` of a task

@@ -31,15 +31,17 @@ from dawnpipe.argtypes import add_flag, add_task_options, fraction, non_negative
 from dawnpipe.argtypes import seed as seed_value
 from dawnpipe.argtypes import threshold as threshold_value
 from dawnpipe.data.loader import prepared_dir
-from dawnpipe.entries import config_hash, is_program, precision_of, run_settings
+from dawnpipe.entries import config_hash, precision_of, run_settings
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import read_json, write_json
 from dawnpipe.runinfo import base_environment, now_iso
 from dawnpipe.studies import load_entry_ref
 from dawnpipe.tasks import get_task
-from dawnpipe.train import DATA_PARALLEL, TRAINERS, EntryError
-from dawnpipe.train.distributed import SINGLE, Layout, hardware_tag, rank_from_env, run_launcher
+from dawnpipe.train import DATA_PARALLEL, TRAINERS, EntryError, TrainerModule
+from dawnpipe.train.distributed import SINGLE, Layout, rank_from_env, run_launcher
+from dawnpipe.train.finish import run_document
 from dawnpipe.train.outputs import Outputs
+from dawnpipe.train.settings import Entry, RunSettings
 
 
 def configure(p) -> None:
@@ -72,21 +74,21 @@ def configure(p) -> None:
     p.add_argument("--telemetry-interval", type=seconds, default=1.0, help="seconds between hardware samples; 0 turns sampling off (default 1)")
 
 
-def trainer_name(entry: dict) -> str:
-    items = get_task(entry["task"]).data_kind.items
+def trainer_name(entry: Entry) -> str:
+    items = get_task(entry.task).data_kind.items
     try:
-        return TRAINERS[(items, entry["framework"])]
+        return TRAINERS[(items, entry.framework)]
     except KeyError:
-        raise DawnpipeError(f"field 'framework': no {entry['framework']} trainer for {items} items (task {entry['task']})") from None
+        raise DawnpipeError(f"field 'framework': no {entry.framework} trainer for {items} items (task {entry.task})") from None
 
 
-def trainer_for(entry: dict):
-    """The module that trains ``entry`` (``check_entry``, ``train``); imported
+def trainer_for(entry: Entry) -> TrainerModule:
+    """The module that trains ``entry`` (dawnpipe.train.TrainerModule); imported
     only when used, so PyTorch jobs never import TensorFlow and the reverse."""
     return importlib.import_module(trainer_name(entry))
 
 
-def check_entry(trainer, entry_file: Path, entry: dict) -> None:
+def check_entry(trainer: TrainerModule, entry_file: Path, entry: Entry) -> None:
     """The trainer's checks of the entry, before any data is read or process
     started: a wrong model or model_args is named with the entry's file, not
     found after minutes of loading data."""
@@ -97,6 +99,7 @@ def check_entry(trainer, entry_file: Path, entry: dict) -> None:
 
 
 def settings_from_args(args) -> dict:
+    """The run's settings document (dawnpipe.entries.run_settings): what is hashed and written to run.json."""
     entry = load_entry_ref(args.entry, args.entries_dir)
     task = get_task(entry["task"])
     threshold = args.threshold if args.threshold is not None else task_option(args, "threshold_for", task.name)
@@ -121,9 +124,9 @@ def settings_from_args(args) -> dict:
 
 
 def run(args) -> int:
-    settings = settings_from_args(args)
-    entry = settings["entry"]
-    layout = Layout.of(entry)
+    settings = RunSettings.of(settings_from_args(args))  # typed, once, after the entry's validation
+    entry = settings.entry
+    layout = entry.layout
     try:
         trainer = trainer_for(entry)
     except DawnpipeError as e:
@@ -141,8 +144,8 @@ def run(args) -> int:
     threads, threads_from = process_threads(entry, args.threads, layout)
     if rank is None:  # not one of the ranks yet: start them, and let them write everything
         work_dir = args.work_dir or args.run_json.parent / ".work"
-        return run_launcher(layout, command_line(args), threads, label=f"{entry['id']} seed {settings['seed']}", ranks_dir=work_dir / "ranks")
-    data = prepared_dir(args.data, entry["task"])
+        return run_launcher(layout, command_line(args), threads, label=settings.label, ranks_dir=work_dir / "ranks")
+    data = prepared_dir(args.data, entry.task)
     work_dir = args.work_dir or args.run_json.parent / ".work"
     work_dir.mkdir(parents=True, exist_ok=True)
     started = now_iso()
@@ -156,58 +159,39 @@ def run(args) -> int:
         args.telemetry or args.run_json.parent / "telemetry.parquet",
         args.telemetry_interval,
         partial_path=work_dir / "telemetry.partial.parquet",
-        tree=is_program(entry),  # a program's work is in its own processes: the whole tree is sampled
+        tree=entry.is_program,  # a program's work is in its own processes: the whole tree is sampled
     ) as sampler:
-        summary = train(settings, data, outputs, threads=threads, resume=not args.no_resume, **extra)
-    environment = {**base_environment(), **summary.pop("environment")}
+        finished = train(settings, data, outputs, threads=threads, resume=not args.no_resume, **extra)
+    environment = {**base_environment(), **finished.environment}
     telemetry_record = telemetry.run_record(
-        sampler, args.telemetry_interval, framework=entry["framework"], environment=environment, precision=precision_of(entry)
+        sampler, args.telemetry_interval, framework=entry.framework, environment=environment, precision=precision_of(entry.document)
     )
-    program = summary.pop("program", None)  # a program entry's claims, clocks and verdict (dawnpipe.train.program)
     write_json(
         args.run_json,
-        {
-            "entry": entry["id"],
-            "seed": settings["seed"],
-            "task": entry["task"],
-            "framework": entry["framework"],
-            "model": entry["model"],
-            # the leaderboard's hardware column: the priced tag, with the process layout when there are several
-            "hardware": hardware_tag(entry["hardware"], layout),
-            "hardware_price_tag": entry["hardware"],
-            "world_size": layout.world_size,
-            "nodes": layout.nodes,
-            # what the run actually used: the framework's threads in (rank 0's) process, and where that number came from
-            "processes": layout.world_size,
-            "threads_per_process": environment["threads"],
-            "threads_from": threads_from,
-            "threshold": settings["threshold"],
-            "official_threshold": settings["official_threshold"],
-            "demo_threshold": settings["demo_threshold"],
-            "config_hash": config_hash(settings),
-            "data_manifest_sha256": _manifest_hash(data),
-            "started": started,
-            "finished": now_iso(),
-            "result": summary,
-            "environment": environment,
-            "settings": settings,
-            "telemetry": telemetry_record,
-            **({"program": program} if program is not None else {}),
-        },
+        run_document(
+            settings,
+            finished,
+            environment=environment,
+            threads_from=threads_from,
+            data_manifest_sha256=_manifest_hash(data),
+            started=started,
+            finished=now_iso(),
+            telemetry=telemetry_record,
+        ),
     )
     shutil.rmtree(work_dir, ignore_errors=True)  # resume state is only for unfinished runs
     return 0
 
 
-def process_threads(entry: dict, job_threads: int | None, layout: Layout) -> tuple[int | None, str]:
+def process_threads(entry: Entry, job_threads: int | None, layout: Layout) -> tuple[int | None, str]:
     """The framework threads of each training process, and where the number
     comes from: the entry's ``threads`` (a study varies it), else the job's
     share (``--threads``: Snakemake's cores for the job, per process), else,
     with several processes and no ``--threads`` (DVC), the cores this process
     may use divided among the node's processes, else the framework's default
     (every core)."""
-    if entry.get("threads"):
-        return int(entry["threads"]), "entry"
+    if entry.threads:
+        return entry.threads, "entry"
     if job_threads:
         return job_threads, "job"
     if layout.world_size > 1:

@@ -91,17 +91,13 @@ def epoch_batches(images, labels: torch.Tensor, perm: torch.Tensor, batch: int, 
         yield x, labels[torch.from_numpy(index[step]).to(labels.device)]
 
 
-def random_resized_crop(x: torch.Tensor, size: int, min_scale: float, gen: torch.Generator) -> torch.Tensor:
-    """Per item, a random crop of ``min_scale``..1 of the area with aspect ratio
-    3/4..4/3, resized to ``size`` x ``size`` (bilinear), on the device in one
-    ``grid_sample`` call. The ImageNet augmentation of the ResNet papers."""
-    return resized_crop(x, size, draw_resized_crop(x.shape[0], min_scale, gen))
-
-
 def draw_resized_crop(n: int, min_scale: float, gen: torch.Generator) -> torch.Tensor:
-    """The random choices of ``random_resized_crop`` for n items (n x 2 x 3
-    affine maps, on the CPU). Data-parallel ranks draw them for the whole
-    global batch and each applies its share, so they crop as one process would."""
+    """The random choices of a random resized crop for n items (n x 2 x 3
+    affine maps, on the CPU): per item, a crop of ``min_scale``..1 of the area
+    with aspect ratio 3/4..4/3, which ``resized_crop`` resizes to ``size`` x
+    ``size`` (bilinear) on the device in one ``grid_sample`` call; the ImageNet
+    augmentation of the ResNet papers. Data-parallel ranks draw them for the
+    whole global batch and each applies its share, so they crop as one process would."""
     area = min_scale + (1.0 - min_scale) * torch.rand(n, generator=gen)
     log_ratio = math.log(3 / 4) + (math.log(4 / 3) - math.log(3 / 4)) * torch.rand(n, generator=gen)
     w = torch.sqrt(area * torch.exp(log_ratio))  # fractions of the side; w * h = area <= 1

@@ -203,7 +203,7 @@ class EpochGuard:
     restoring its last state, then per epoch ``stop_before``, ``begin``,
     ``heartbeat`` every step and ``stop_within`` when a stop is due mid-epoch,
     ``trained`` when its training loop ends, ``lost_in`` for its log row and
-    ``saved`` once its state is on disk; ``summary`` goes into run.json.
+    ``saved`` once its state is on disk; ``interruptions`` go into run.json.
 
     Only the process that writes (rank 0) keeps the journal; on other ranks
     the bookkeeping does nothing, but stops raise alike. Whether a stop is
@@ -269,8 +269,8 @@ class EpochGuard:
         """The log's ``lost_seconds`` of ``epoch``: training time earlier attempts lost in it."""
         return self.journal.lost_in(epoch) if self.journal is not None else 0.0
 
-    def summary(self) -> dict[str, Any]:
-        """run.json's ``result.lost_training_seconds`` and ``result.interruptions``."""
+    def interruptions(self) -> tuple[list[dict[str, Any]], float]:
+        """The run's interruptions and the training time they lost, in all (run.json's ``result``)."""
         if self.journal is None:
-            return {"lost_training_seconds": 0.0, "interruptions": []}
-        return {"lost_training_seconds": self.journal.lost_total, "interruptions": self.journal.records}
+            return [], 0.0
+        return self.journal.records, self.journal.lost_total

@@ -10,7 +10,7 @@ an interrupted run never leaves a file that looks finished.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -35,16 +35,16 @@ PARQUET_COLUMNS = [
 # lost_seconds: training time of this epoch lost to interruptions of earlier
 # attempts (dawnpipe.train.interruptions), included in `hours`; every trainer
 # tracks it (0 when nothing was lost).
+UNKNOWN = float("nan")  # a value the run does not know (a program's training loss): NaN in a row, null in train.parquet
 
 
-def held_out_columns(settings: dict[str, Any]) -> tuple[str, ...]:
+def held_out_columns(entry: Mapping[str, Any]) -> tuple[str, ...]:
     """The extra log columns of an entry: its metric on its held-out split
     (held_out) and on its task's new test set (new_test); none without them."""
     from dawnpipe.data.loader import held_out_size
     from dawnpipe.logs import HELD_OUT_PREFIX, NEW_TEST_PREFIX
     from dawnpipe.tasks import get_task
 
-    entry = settings["entry"]
     column = get_task(entry["task"]).metric_column
     return (*((HELD_OUT_PREFIX + column,) if held_out_size(entry) else ()), *((NEW_TEST_PREFIX + column,) if entry.get("new_test") else ()))
 
@@ -75,6 +75,45 @@ def extra_set_text(sets: list[tuple[str, int, dict]]) -> str:
             check = "" if about.get("verified") else " (NOT VERIFIED: no checksum of its files is known)"
             words.append(f", {items} items of {terminal_safe(str(about.get('title', 'the new test set')))}{check}")
     return "".join(words)
+
+
+def epoch_row(
+    epoch: int,
+    clock_seconds: float,
+    metrics: dict[str, float],
+    *,
+    train_loss: float | None,
+    eval_loss: float | None,
+    eval_seconds: float,
+    wall_seconds: float,
+    epoch_seconds: float,
+    lr: float | None,
+    items: float | None,
+    lost_seconds: float,
+) -> dict[str, Any]:
+    """One epoch's row of the log, for every trainer (checkpoint_seconds is filled in once known).
+
+    ``wall_seconds``: the wall clock when the epoch's evaluation ended, read
+    before anything is saved (a program's: when its model was handed over).
+    Readers rely on it: the epoch's training ended ``eval_seconds`` earlier
+    (telemetry.energy.training_spans), and the wall time to accuracy ends
+    with the evaluation that found it. None for ``train_loss``, ``eval_loss``,
+    ``lr`` or ``items``: the run does not know it (a program's loss and
+    learning rate are inside the program), and the row says UNKNOWN."""
+    return {
+        "epoch": epoch,
+        "hours": clock_seconds / 3600.0,
+        **metrics,
+        "wall_hours": wall_seconds / 3600.0,
+        "train_loss": UNKNOWN if train_loss is None else train_loss,
+        "eval_loss": UNKNOWN if eval_loss is None else eval_loss,
+        "eval_seconds": eval_seconds,
+        "checkpoint_seconds": 0.0,
+        "epoch_train_seconds": epoch_seconds,
+        "lost_seconds": lost_seconds,
+        "lr": UNKNOWN if lr is None else lr,
+        "items_per_second": items / epoch_seconds if items is not None and epoch_seconds > 0 else UNKNOWN,
+    }
 
 
 class Logbook:
@@ -114,42 +153,6 @@ class Logbook:
         first = self.reached_row is None and row[self.threshold_column] >= self.threshold
         self.rows.append(row)
         return first
-
-    def epoch_row(
-        self,
-        epoch: int,
-        clock_seconds: float,
-        metrics: dict[str, float],
-        *,
-        train_loss: float,
-        eval_loss: float,
-        eval_seconds: float,
-        wall_seconds: float,
-        epoch_seconds: float,
-        lr: float,
-        items: int,
-        lost_seconds: float,
-    ) -> dict[str, Any]:
-        """One epoch's row (checkpoint_seconds is filled in once known).
-
-        ``wall_seconds``: the wall clock when the epoch's evaluation ended, read
-        before anything is saved. Readers rely on it: the epoch's training
-        ended ``eval_seconds`` earlier (telemetry.energy.training_spans), and
-        the wall time to accuracy ends with the evaluation that found it."""
-        return {
-            "epoch": epoch,
-            "hours": clock_seconds / 3600.0,
-            **metrics,
-            "wall_hours": wall_seconds / 3600.0,
-            "train_loss": train_loss,
-            "eval_loss": eval_loss,
-            "eval_seconds": eval_seconds,
-            "checkpoint_seconds": 0.0,
-            "epoch_train_seconds": epoch_seconds,
-            "lost_seconds": lost_seconds,
-            "lr": lr,
-            "items_per_second": items / epoch_seconds if epoch_seconds > 0 else float("nan"),
-        }
 
     def stops_early(self, first_reached: bool, epochs_done: int, budget: int, stop_at_threshold: bool, say: bool = True) -> bool:
         """True (and, if ``say``, says so) when stop_at_threshold ends the run at the epoch that first reached the threshold."""

@@ -15,7 +15,9 @@ one place:
 - the time an interruption lost is added to the clock (train.interruptions);
 - an epoch's row is logged, the threshold checkpoint taken at the first epoch
   at the threshold, and the state saved for resuming, in that order, by the
-  process that writes (rank 0) only.
+  process that writes (rank 0) only;
+- the run ends as a program entry's does (dawnpipe.train.finish): the log and
+  the threshold checkpoint published, run.json's result, the MLLOG.
 """
 
 from __future__ import annotations
@@ -31,10 +33,11 @@ from typing import Any, Protocol
 from dawnpipe.display import terminal_safe
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.telemetry import mark_training_clock
-from dawnpipe.train import mllog
+from dawnpipe.train.finish import Ending, FinishedRun, finish
 from dawnpipe.train.interruptions import EpochGuard, StopRequest
-from dawnpipe.train.logbook import Logbook
-from dawnpipe.train.outputs import Outputs, publish_checkpoint
+from dawnpipe.train.logbook import Logbook, epoch_row
+from dawnpipe.train.outputs import Outputs
+from dawnpipe.train.settings import RunSettings
 from dawnpipe.train.state import common_state, restore_common, why_not_resumable
 
 # With several processes, a stop request (a SIGTERM that reached any rank) is
@@ -111,17 +114,15 @@ class Trainer(Protocol):
     def read_state(self, path: Path) -> tuple[dict[str, Any], Callable[[], None]]: ...  # (common part, apply the rest)
     def save_threshold(self, path: Path, row: dict[str, Any], reached: bool) -> None: ...
     def progress_suffix(self, row: dict[str, Any]) -> str: ...  # more for the epoch's line ("" for none)
-    def summary(self, rows: list[dict[str, Any]]) -> dict[str, Any]: ...  # its part of run.json's result, given the log's rows
+    def summary(self, rows: list[dict[str, Any]]) -> dict[str, Any]: ...  # its part of run.json's result, given the log's rows, and its "environment"
 
 
-def run(
-    trainer: Trainer, settings: dict[str, Any], out: Outputs, logbook: Logbook, *, settings_hash: str, resume: bool, stop: StopRequest
-) -> dict[str, Any] | None:
+def run(trainer: Trainer, settings: RunSettings, out: Outputs, logbook: Logbook, *, resume: bool, stop: StopRequest) -> FinishedRun | None:
     """Train ``trainer`` to its epoch budget (or the threshold, when
-    settings say stop_at_threshold); the summary for run.json, or None on
-    ranks other than 0. SIGTERM/SIGUSR1 stop it between steps, leaving a
-    resumable state (Interrupted)."""
-    hp, main = settings["entry"]["hyperparameters"], trainer.is_main
+    settings say stop_at_threshold); what it did, or None on ranks other
+    than 0. SIGTERM/SIGUSR1 stop it between steps, leaving a resumable
+    state (Interrupted)."""
+    recipe, main, settings_hash = settings.entry.recipe, trainer.is_main, settings.config_hash
     guard = EpochGuard(stop, out.work_dir, settings_hash, resume=resume, keeps_journal=main)
     clock = TrainingClock(trainer.sync)
     last_path, threshold_path = out.work_dir / trainer.state_file, out.work_dir / trainer.threshold_file
@@ -148,8 +149,8 @@ def run(
     wall_start = time.perf_counter() - wall_offset
     mark_training_clock(wall_start)  # places the log's wall_hours on the telemetry samples
     stopped_early = False
-    for epoch in range(start_epoch, hp["epochs"]):
-        if logbook.reached_row is not None and settings["stop_at_threshold"]:  # resumed after reaching it
+    for epoch in range(start_epoch, recipe.epochs):
+        if logbook.reached_row is not None and settings.stop_at_threshold:  # resumed after reaching it
             stopped_early = True
             break
         guard.stop_before(epoch + 1, trainer.any_rank(stop.requested))
@@ -163,13 +164,12 @@ def run(
         guard.trained(epoch + 1, epoch_seconds)
         train_loss = result.loss_sum / result.items
         if not math.isfinite(train_loss):
-            entry = settings["entry"]
-            raise DawnpipeError(f"{entry['id']} seed {settings['seed']}: training loss became {train_loss} in epoch {epoch + 1}; the recipe diverged")
+            raise DawnpipeError(f"{settings.label}: training loss became {train_loss} in epoch {epoch + 1}; the recipe diverged")
 
         t_eval = time.perf_counter()
         metrics, eval_loss = trainer.evaluate()
         t_evaluated = time.perf_counter()
-        row = logbook.epoch_row(
+        row = epoch_row(
             epoch + 1,
             clock.elapsed,
             metrics,
@@ -190,12 +190,13 @@ def run(
             logbook.write(out.work_dir / "train.tsv", out.work_dir / "train.parquet")
             wall_seconds = time.perf_counter() - wall_start
             trainer.save_state(
-                last_path, common_state(settings_hash, epoch + 1, hp=hp, rows=logbook.rows, clock_seconds=clock.elapsed, wall_seconds=wall_seconds)
+                last_path,
+                common_state(settings_hash, epoch + 1, hp=recipe.hyperparameters, rows=logbook.rows, clock_seconds=clock.elapsed, wall_seconds=wall_seconds),
             )
             guard.saved(epoch + 1)
             row["checkpoint_seconds"] = time.perf_counter() - t_saving
-            print(logbook.progress_line(row, hp["epochs"], first_reached) + trainer.progress_suffix(row), flush=True)
-        if logbook.stops_early(first_reached, epoch + 1, hp["epochs"], settings["stop_at_threshold"], say=main):
+            print(logbook.progress_line(row, recipe.epochs, first_reached) + trainer.progress_suffix(row), flush=True)
+        if logbook.stops_early(first_reached, epoch + 1, recipe.epochs, settings.stop_at_threshold, say=main):
             stopped_early = True
             break
 
@@ -203,22 +204,18 @@ def run(
     if not main:
         return None
     if logbook.reached_row is None:
-        trainer.save_threshold(threshold_path, logbook.rows[-1], False)
-        print(logbook.not_converged_message())
-    logbook.write(out.tsv, out.parquet)
-    publish_checkpoint(threshold_path, out.checkpoint)
-    summary = {
-        **logbook.summary(clock_seconds=clock.elapsed, wall_seconds=time.perf_counter() - wall_start, stopped_early=stopped_early, resumed_from=resumed_from),
-        **guard.summary(),
-        **trainer.summary(logbook.rows),
-    }
-    if out.mllog is not None:
-        mllog.write(
-            out.mllog,
-            settings=settings,
-            rows=logbook.rows,
-            metric=logbook.threshold_column,
-            run_start_unix=mllog.run_start_unix(wall_start),
-            train_samples=summary["train_items"],
-        )
-    return summary
+        trainer.save_threshold(threshold_path, logbook.rows[-1], False)  # the last epoch's model, then
+    own = trainer.summary(logbook.rows)
+    environment = own.pop("environment")
+    interruptions, lost_seconds = guard.interruptions()
+    ending = Ending(
+        clock_seconds=clock.elapsed,
+        wall_start=wall_start,
+        wall_end=None,
+        stopped_early=stopped_early,
+        resumed_from=resumed_from,
+        interruptions=interruptions,
+        lost_seconds=lost_seconds,
+    )
+    result = finish(logbook, out, settings, ending, threshold_checkpoint=threshold_path, own=own)
+    return FinishedRun(result, environment)

@@ -25,7 +25,7 @@ class Outputs:
     checkpoint: Path
     run_json: Path
     work_dir: Path
-    mllog: Path | None = None  # the run's MLLOG (dawnpipe.train.mllog), written when the run completes
+    mllog: Path | None = None  # the run's MLLOG (dawnpipe.train.mllog_writer), written when the run completes
 
 
 def publish_checkpoint(work_copy: Path, output: Path) -> None:

@@ -64,16 +64,18 @@ from dawnpipe.display import terminal_safe
 from dawnpipe.entries import config_hash
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import read_json, write_json
-from dawnpipe.programs import clock, contract, heldback, mllog
+from dawnpipe.programs import clock, contract, heldback, mllog_reader
 from dawnpipe.programs import model_files as models
 from dawnpipe.programs.freezer import DeviceWatch, Freezer, become_subreaper
 from dawnpipe.tasks import get_task
 from dawnpipe.telemetry import mark_training_clock
 from dawnpipe.train import EntryError
+from dawnpipe.train.finish import PROGRAM_LOST_FIELD, Ending, FinishedRun, finish
 from dawnpipe.train.interruptions import HEARTBEAT_SECONDS, StopRequest
-from dawnpipe.train.logbook import Logbook
-from dawnpipe.train.outputs import Outputs, publish_checkpoint
+from dawnpipe.train.logbook import UNKNOWN, Logbook, epoch_row
+from dawnpipe.train.outputs import Outputs
 from dawnpipe.train.program_process import Line, ProgramFailed, ProgramProcess, describe_exit, environment
+from dawnpipe.train.settings import Entry, RunSettings
 
 CLOCK_TOLERANCE = 0.02  # the program's clock may differ from dawnpipe's by 2% ...
 CLOCK_SLACK_S = 1.0  # ... plus one second over the run, before the difference is flagged
@@ -85,9 +87,9 @@ LEDGER_FILE = "program_ledger.json"
 ANNOUNCED_FILE = "announced.jsonl"  # the epoch_stop lines of the attempt that runs, as they arrive
 
 
-def check_entry(entry: dict[str, Any]) -> None:
+def check_entry(entry: Entry) -> None:
     """What the loader has not checked already: the workdir and the command's program exist."""
-    program = entry["program"]
+    program = entry.program
     if program.get("source"):
         return  # fetched by the fetch_program stage; checked when it runs
     workdir = program_dir(entry)
@@ -99,11 +101,11 @@ def default_tolerance(task) -> float:
     return 0.1 if task.metric_scale == "percent" else 0.001
 
 
-def program_dir(entry: dict[str, Any]) -> Path:
+def program_dir(entry: Entry) -> Path:
     """Where the command runs: the workdir below the project root (where the pipeline runs: the current
     directory), an absolute workdir, or the workdir below the fetched checkout (data/programs/<entry>)."""
-    program = entry["program"]
-    base = Path("data", "programs", entry["id"]) if program.get("source") else Path()
+    program = entry.program
+    base = Path("data", "programs", entry.id) if program.get("source") else Path()
     return (base / program["workdir"]).resolve()
 
 
@@ -137,23 +139,22 @@ class GivenData:
     fraction: float
 
     @classmethod
-    def make(cls, prepared: Path, settings: dict[str, Any], work: Path) -> GivenData:
+    def make(cls, prepared: Path, settings: RunSettings, work: Path) -> GivenData:
         """``{data}`` under ``work``: the training split (under train_limit) and the given part of the
         test split (under test_limit, less the kept items), written to a temporary directory and renamed."""
         from dawnpipe.data.arrays import save_array
         from dawnpipe.data.loader import load_split
 
-        rules = settings["programs"]
-        fraction = float(rules["held_back_fraction"])
-        test = load_split(prepared, "test", settings["test_limit"])
-        key = f"{settings['entry']['id']}/seed{settings['seed']}"
+        fraction = float(settings.programs.held_back_fraction)
+        test = load_split(prepared, "test", settings.test_limit)
+        key = f"{settings.entry.id}/seed{settings.seed}"
         kept = heldback.draw(np.asarray(test.labels), fraction, key)
         given = heldback.given_indices(len(test.labels), kept)
         out, tmp = work / "data", work / "data.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         manifest = read_json(prepared / "manifest.json")
-        train = load_split(prepared, "train", settings["train_limit"])
+        train = load_split(prepared, "train", settings.train_limit)
         for split, images, labels in (
             ("train", np.asarray(train.images), np.asarray(train.labels)),
             ("test", np.asarray(test.images)[given], np.asarray(test.labels)[given]),
@@ -169,7 +170,7 @@ class GivenData:
             }
             manifest["splits"][split] = entry
         manifest["splits"] = {k: v for k, v in manifest["splits"].items() if k in ("train", "test")}
-        limits = {k: v for k, v in (("train", settings["train_limit"]), ("test", settings["test_limit"])) if v is not None}
+        limits = {k: v for k, v in (("train", settings.train_limit), ("test", settings.test_limit)) if v is not None}
         if limits:
             manifest["limited"] = limits
         manifest["kept_back"] = {"test_items": int(len(kept)), "fraction": fraction}
@@ -319,10 +320,9 @@ def _stop_leftover(attempt: dict[str, Any] | None) -> None:
 
 
 # ------------------------------------------------------------------ the run
-def train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: int | None = None, resume: bool = True) -> dict[str, Any]:
-    """Run the program of ``settings``' entry once (or on from where an interrupted run left it); the summary for run.json."""
-    entry = settings["entry"]
-    label = f"{entry['id']} seed {settings['seed']}"
+def train(settings: RunSettings, data_dir: Path, out: Outputs, *, threads: int | None = None, resume: bool = True) -> FinishedRun:
+    """Run the program of ``settings``' entry once (or on from where an interrupted run left it); what it did."""
+    label = settings.label
     become_subreaper()  # orphans of the program stay in sight (dawnpipe.programs.freezer)
     run = ProgramRun(settings, data_dir, out, threads, resume)
     try:
@@ -360,14 +360,14 @@ def _signature(path: Path) -> tuple[int, int]:
 
 
 class ProgramRun:
-    def __init__(self, settings: dict[str, Any], data_dir: Path, out: Outputs, threads: int | None, resume: bool):
+    def __init__(self, settings: RunSettings, data_dir: Path, out: Outputs, threads: int | None, resume: bool):
         self.settings, self.out = settings, out
-        self.entry = settings["entry"]
-        self.program = self.entry["program"]
+        self.entry = settings.entry
+        self.program = self.entry.program
         self.contract = int(self.program.get("contract", 1))
-        self.rules = settings["programs"]
-        self.task = get_task(self.entry["task"])
-        self.threshold = settings["threshold"]
+        self.rules = settings.programs
+        self.task = get_task(self.entry.task)
+        self.threshold = settings.threshold
         self.tolerance = self.program.get("tolerance", default_tolerance(self.task))
         self.threads = threads
         self.work = out.work_dir
@@ -376,7 +376,7 @@ class ProgramRun:
         self.state_dir = self.work / "state"
         self.uses = contract.named_placeholders(self.program)
         self.resumable = "state" in self.uses
-        self.ledger = ProgramLedger.load(self.work / LEDGER_FILE, config_hash(settings), resume and self.resumable)
+        self.ledger = ProgramLedger.load(self.work / LEDGER_FILE, settings.config_hash, resume and self.resumable)
         _stop_leftover(self.ledger.attempt)
         self.prepared = Path(data_dir)
         self.fingerprint = data_fingerprint(self.prepared)  # checked again when the program has ended
@@ -398,7 +398,7 @@ class ProgramRun:
         self.startup_cpu = 0.0  # CPU seconds of the program's processes by its run_start
         self._last_heartbeat = 0.0
         self.fresh = not (self.ledger.rows or self.ledger.interruptions or self.ledger.heartbeat)
-        self.timeline = mllog.Timeline()
+        self.timeline = mllog_reader.Timeline()
         self.base, self.wall_base = (0.0, 0.0), 0.0
 
     # ------------------------------------------------------------ the command
@@ -415,17 +415,17 @@ class ProgramRun:
             "data": str(self.given.directory),
             "out": str(self.models_dir.resolve()),
             "state": str(self.state_dir.resolve()),
-            "seed": str(self.settings["seed"]),
+            "seed": str(self.settings.seed),
             "threshold": contract.format_value(self.threshold),
-            "device": visible_device(self.entry["device"]),
+            "device": visible_device(self.entry.device),
             "threads": str(threads),
         }
         for kind in contract.DATA_LAYOUTS:
             if kind in self.uses:
                 field = next((f"program.command[{i}]" for i, w in enumerate(self.program["command"]) if "{" + kind + "}" in w), "program.env")
-                values[kind] = str(self.given.layout(kind, self.work, self.entry["task"], field))
+                values[kind] = str(self.given.layout(kind, self.work, self.entry.task, field))
         self.values = values
-        command, extra = contract.fill(self.program, values, self.entry["hyperparameters"])
+        command, extra = contract.fill(self.program, values, self.entry.hyperparameters)
         self.command_words = command
         cwd = program_dir(self.entry)
         if not cwd.is_dir():
@@ -435,18 +435,18 @@ class ProgramRun:
     def resume_point(self) -> None:
         """Where this attempt takes over: after the epochs kept (and those an attempt killed without a word handed over)."""
         self.recover_kill()
-        self.timeline = mllog.Timeline(first_epoch=self.ledger.last_epoch + 1, resuming=not self.fresh)
+        self.timeline = mllog_reader.Timeline(first_epoch=self.ledger.last_epoch + 1, resuming=not self.fresh)
         self.base = self.ledger.clock_seconds  # the clocks where this attempt takes over (interruptions included)
         self.wall_base = self.ledger.wall_seconds  # the wall time earlier attempts took, to their last kept row and their loss
 
-    def execute(self, stop: StopRequest) -> dict[str, Any]:
+    def execute(self, stop: StopRequest) -> FinishedRun:
         self.resume_point()
         command, env, cwd = self.command()
         resumed = f", resuming after epoch {self.ledger.last_epoch}" if self.ledger.rows else ""
         print(
             terminal_safe(
-                f"train: {self.entry['id']} seed {self.settings['seed']}: program {self.entry['model']} (contract {self.contract}), "
-                f"{self.task.metric_column} >= {self.threshold:g}{' (demo threshold)' if self.settings['demo_threshold'] else ''}, "
+                f"train: {self.settings.label}: program {self.entry.model} (contract {self.contract}), "
+                f"{self.task.metric_column} >= {self.threshold:g}{' (demo threshold)' if self.settings.demo_threshold else ''}, "
                 f"device {self.values['device']}, {self.values['threads']} threads, budget {self.program['budget_seconds']:g} s, "
                 f"{len(self.given.kept):,} of {len(self.given.test.labels):,} test items kept back{resumed}; in {cwd}: {' '.join(command)}"
             ),
@@ -488,7 +488,7 @@ class ProgramRun:
                     continue  # after a stop, only drain what is left
                 try:
                     self.take(line)
-                except mllog.BrokenLog as e:
+                except mllog_reader.BrokenLog as e:
                     failure = f"broken MLLOG: {e}"
                     proc.stop("broken", grace)
                 except DawnpipeError as e:
@@ -511,7 +511,7 @@ class ProgramRun:
             raise ProgramFailed(failure)
         return self.finish(code)
 
-    def _on_arrival(self, event: mllog.Event, stamp: float) -> bool:
+    def _on_arrival(self, event: mllog_reader.Event, stamp: float) -> bool:
         """Contract 2, in the thread that reads the program's output: an epoch_stop freezes the program at once,
         and, for a resumable run, is noted (its stamp) so that an attempt killed before scoring it can still do so."""
         if event.key != "epoch_stop":
@@ -536,7 +536,7 @@ class ProgramRun:
         epoch: int | None = None
         try:
             if line.broken is not None:
-                raise mllog.BrokenLog(line.broken)
+                raise mllog_reader.BrokenLog(line.broken)
             event = line.event
             if event is None:
                 return
@@ -568,7 +568,7 @@ class ProgramRun:
     def _startup_checked(self, line: Line) -> None:
         self.startup_cpu = line.cpu_seconds if line.cpu_seconds is not None else 0.0
         startup = line.stamp - self.process.started
-        allowance = float(self.rules["startup_allowance_cpu_seconds"])
+        allowance = float(self.rules.startup_allowance_cpu_seconds)
         words = f"train: start-up (process start to run_start): {startup:.1f} s, {self.startup_cpu:.1f} CPU seconds"
         if self.startup_cpu > allowance:
             words += (
@@ -637,7 +637,7 @@ class ProgramRun:
         score = self._scorer.score(model)
         self.scores[epoch] = score
         if self.contract < 2:
-            self.rule.bounds[epoch] = clock.evaluation_bound(float(self.rules["evaluation_factor"]), score.seconds)
+            self.rule.bounds[epoch] = clock.evaluation_bound(float(self.rules.evaluation_factor), score.seconds)
         measured = score.whole[self.task.metric_column]
         reached = measured >= self.threshold
         if reached or first_before is None:
@@ -653,11 +653,11 @@ class ProgramRun:
         )
         first = first_before is None and reached
         if first:
-            words += f"  <- {'demo threshold' if self.settings['demo_threshold'] else 'threshold'} {self.threshold:g} reached"
+            words += f"  <- {'demo threshold' if self.settings.demo_threshold else 'threshold'} {self.threshold:g} reached"
         print(terminal_safe(words), flush=True)
         if self.contract < 2:
             self._claim(epoch)
-        if first and self.settings["stop_at_threshold"]:
+        if first and self.settings.stop_at_threshold:
             self._stop_at_threshold = True  # once the freeze has been checked and ended (take)
 
     def _read_model(self, epoch: int, path: Path) -> models.ModelFile:
@@ -823,36 +823,28 @@ class ProgramRun:
             models.save_archive(
                 self.work / THRESHOLD_FILE, model, {"measured": measured, "reached": bool(measured >= self.threshold), "contract": self.contract}
             )
-        test = heldback.memorisation_test(score.correct, self.given.test.labels, self.given.kept)
-        metric = self.task.metric_column
         hours = (base[0] + ours + excess) / 3600.0
         before = self.ledger.rows[-1]["hours"] if self.ledger.rows else base[0] / 3600.0
         self.ledger.rows.append(
-            {
-                "epoch": epoch,
-                "hours": hours,
-                **{c: score.whole[c] for c in self.task.log_columns},
-                f"claimed_{metric}": float("nan"),
-                f"given_{metric}": score.given[metric],
-                "program_hours": (base[1] + theirs + excess) / 3600.0,
-                "verify_seconds": score.seconds,
-                "wall_hours": (float(beat["wall_base"]) + stop[0] - float(beat["started"])) / 3600.0,
-                "train_loss": float("nan"),
-                "eval_loss": float("nan"),
-                "eval_seconds": 0.0,
-                "checkpoint_seconds": 0.0,
-                "epoch_train_seconds": max(0.0, (hours - before) * 3600.0),  # its clock since the epoch before
-                "lost_seconds": 0.0,
-                "lr": float("nan"),
-                "items_per_second": float("nan"),
-                "startup_seconds": float(beat["startup_seconds"]),
-                "startup_cpu_seconds": float(beat["startup_cpu_seconds"]),
-                "startup_counted_seconds": excess,
-                "freeze_seconds": clock.covered([(f.start, f.end) for f in rule.freezes], beat["run_start"][0], stop[0]),
-                "evaluation_off_clock_seconds": 0.0,
-                "evaluation_counted_seconds": 0.0,
-                "held_back": test.as_dict() if test is not None else None,
-            }
+            self.scored_row(
+                epoch,
+                score,
+                clock_seconds=base[0] + ours + excess,
+                program_seconds=base[1] + theirs + excess,
+                wall_seconds=float(beat["wall_base"]) + stop[0] - float(beat["started"]),
+                eval_seconds=0.0,
+                epoch_seconds=max(0.0, (hours - before) * 3600.0),  # its clock since the epoch before
+                lost_seconds=0.0,
+                items=None,
+                off_clock={
+                    "startup_seconds": float(beat["startup_seconds"]),
+                    "startup_cpu_seconds": float(beat["startup_cpu_seconds"]),
+                    "startup_counted_seconds": excess,
+                    "freeze_seconds": clock.covered([(f.start, f.end) for f in rule.freezes], beat["run_start"][0], stop[0]),
+                    "evaluation_off_clock_seconds": 0.0,
+                    "evaluation_counted_seconds": 0.0,
+                },
+            )
         )
         self.ledger.save()
         print(
@@ -865,9 +857,9 @@ class ProgramRun:
         tl = self.timeline
         if tl.run_start is None or self.process is None:
             return 0.0
-        return clock.startup_excess(tl.run_start[0] - self.process.started, self.startup_cpu, float(self.rules["startup_allowance_cpu_seconds"]))
+        return clock.startup_excess(tl.run_start[0] - self.process.started, self.startup_cpu, float(self.rules.startup_allowance_cpu_seconds))
 
-    def finish(self, code: int | None) -> dict[str, Any]:
+    def finish(self, code: int | None) -> FinishedRun:
         proc, tl = self.process, self.timeline
         assert proc is not None
         stopped = proc.stopped_by in FINE_STOPS
@@ -887,17 +879,31 @@ class ProgramRun:
             self.task.metric_column,
             self.threshold,
             rows,
-            demo=self.settings["demo_threshold"],
+            demo=self.settings.demo_threshold,
             extra_columns=(f"claimed_{self.task.metric_column}", f"given_{self.task.metric_column}", "program_hours", "verify_seconds"),
             format_metric=self.task.format_metric,
         )
-        logbook.write(self.out.tsv, self.out.parquet)
-        publish_checkpoint(self.work / THRESHOLD_FILE, self.out.checkpoint)
-        reached = logbook.reached_row
-        if reached is None:
-            print(logbook.not_converged_message(), flush=True)
         last = rows[-1]
-        at = reached or last
+        ending = Ending(
+            clock_seconds=last["hours"] * 3600.0,
+            wall_start=tl.run_start[0],
+            wall_end=tl.run_stop[0] if tl.run_stop is not None else None,
+            stopped_early=proc.stopped_by in ("threshold",),
+            resumed_from=self.ledger.rows[-1]["epoch"] if self.ledger.rows else None,
+            interruptions=self.ledger.interruptions,
+            lost_seconds=sum(i["lost_seconds"] for i in self.ledger.interruptions),
+            lost_field=PROGRAM_LOST_FIELD,
+        )
+        result = finish(
+            logbook,
+            self.out,
+            self.settings,
+            ending,
+            threshold_checkpoint=self.work / THRESHOLD_FILE,
+            own={"train_items": self.train_items()},
+            mllog_keys=self.recipe_keys(),
+        )
+        at = logbook.reached_row or last
         ranked_s, program_s = at["hours"] * 3600.0, at["program_hours"] * 3600.0
         clock_record = {
             "epoch": int(at["epoch"]),
@@ -913,34 +919,9 @@ class ProgramRun:
                 flush=True,
             )
         self._judge(at, ranked_s)
-        wall_end = tl.run_stop[0] if tl.run_stop is not None else time.perf_counter()
-        summary = {
-            **logbook.summary(
-                clock_seconds=last["hours"] * 3600.0,
-                wall_seconds=wall_end - tl.run_start[0],
-                stopped_early=proc.stopped_by in ("threshold",),
-                resumed_from=self.ledger.rows[-1]["epoch"] if self.ledger.rows else None,
-            ),
-            "interruptions": self.ledger.interruptions,
-            "lost_seconds": sum(i["lost_seconds"] for i in self.ledger.interruptions),
-            "train_items": self.train_items(),
-        }
-        summary["program"] = self.record(clock_record, code, at)
-        summary["environment"] = self.environment()
-        if self.out.mllog is not None:
-            from dawnpipe.train import mllog as run_mllog
-
-            run_mllog.write(
-                self.out.mllog,
-                settings=self.settings,
-                rows=rows,
-                metric=self.task.metric_column,
-                run_start_unix=run_mllog.run_start_unix(tl.run_start[0]),
-                train_samples=summary["train_items"],
-                keys=self.recipe_keys(),
-            )
+        program = self.record(clock_record, code, at)
         self.ledger.clear()
-        return summary
+        return FinishedRun(result, self.environment(), program)
 
     def _judge(self, at: dict[str, Any], ranked_s: float) -> None:
         """The reasons found at the end (the ranked epoch's memorisation test, work off the clock, no training time)."""
@@ -959,7 +940,7 @@ class ProgramRun:
             if at["startup_counted_seconds"] > 0:
                 parts.append(
                     f"start-up {at['startup_seconds']:.1f} s with {at['startup_cpu_seconds']:.1f} CPU seconds of work, over the allowance of "
-                    f"{float(self.rules['startup_allowance_cpu_seconds']):g} (programs.startup_allowance_cpu_seconds): {at['startup_counted_seconds']:.1f} s counted"
+                    f"{float(self.rules.startup_allowance_cpu_seconds):g} (programs.startup_allowance_cpu_seconds): {at['startup_counted_seconds']:.1f} s counted"
                 )
             if at["evaluation_counted_seconds"] > 0:
                 parts.append(f"evaluation windows {at['evaluation_counted_seconds']:.1f} s longer than dawnpipe's scoring of the same models allows")
@@ -976,7 +957,6 @@ class ProgramRun:
         """Epoch ``n``'s row, once its model is scored: dawnpipe's score, both clocks, and what the clocks left out.
         Everything it depends on (run_start, the freezes and evaluation windows before its epoch_stop) is known by then."""
         tl = self.timeline
-        metric = self.task.metric_column
         samples = tl.other.get("train_samples") if _positive(tl.other.get("train_samples")) else self.train_items()  # items per epoch
         e = tl.epochs[n]
         # the clock runs to the moment the model is handed over: epoch_stop (contract 2), the end of its evaluation (contract 1)
@@ -985,33 +965,66 @@ class ProgramRun:
         parts = self.rule.parts(tl.run_start[0], handed[0])
         epoch_seconds = max(0.0, e.stop[0] - e.start[0] - clock.covered(self.rule.off_clock(0), e.start[0], e.stop[0])) if n > 0 else 0.0
         excess = self._startup_excess()
-        score = self.scores[n]
+        return self.scored_row(
+            n,
+            self.scores[n],
+            clock_seconds=self.base[0] + ours + excess,
+            program_seconds=self.base[1] + theirs + excess,
+            # from starting the program (earlier attempts included) to handing the model over: the clock never exceeds it
+            wall_seconds=self.wall_base + handed[0] - self.process.started,
+            eval_seconds=float(parts["evaluation_seconds"]),
+            epoch_seconds=epoch_seconds,
+            lost_seconds=float(sum(i["lost_seconds"] for i in self.ledger.interruptions if i["epoch"] == n)),
+            items=float(samples) if _positive(samples) else None,
+            off_clock={
+                "startup_seconds": tl.run_start[0] - self.process.started,
+                "startup_cpu_seconds": self.startup_cpu,
+                "startup_counted_seconds": excess,
+                "freeze_seconds": parts["freeze_seconds"],
+                "evaluation_off_clock_seconds": parts["evaluation_off_clock_seconds"],
+                "evaluation_counted_seconds": parts["evaluation_counted_seconds"],
+            },
+        )
+
+    def scored_row(
+        self,
+        epoch: int,
+        score: Score,
+        *,
+        clock_seconds: float,
+        program_seconds: float,
+        wall_seconds: float,
+        eval_seconds: float,
+        epoch_seconds: float,
+        lost_seconds: float,
+        items: float | None,
+        off_clock: dict[str, float],
+    ) -> dict[str, Any]:
+        """A scored epoch's row: the log's columns as every run has them (its training loss, evaluation loss and
+        learning rate are inside the program: unknown), then dawnpipe's score on the given items, the program's
+        claim (unknown until it arrives), the program's clock, and what the clock left out or counted up to this
+        epoch (``off_clock``: run.json's program.time, for the ranked epoch)."""
+        metric = self.task.metric_column
         test = heldback.memorisation_test(score.correct, self.given.test.labels, self.given.kept)
         return {
-            "epoch": n,
-            "hours": (self.base[0] + ours + excess) / 3600.0,
-            **{c: score.whole[c] for c in self.task.log_columns},
-            f"claimed_{metric}": float("nan"),  # filled in when the claim arrives (contract 2: after the epoch_stop)
+            **epoch_row(
+                epoch,
+                clock_seconds,
+                {c: score.whole[c] for c in self.task.log_columns},
+                train_loss=None,
+                eval_loss=None,
+                eval_seconds=eval_seconds,
+                wall_seconds=wall_seconds,
+                epoch_seconds=epoch_seconds,
+                lr=None,
+                items=items,
+                lost_seconds=lost_seconds,
+            ),
+            f"claimed_{metric}": UNKNOWN,  # filled in when the claim arrives (contract 2: after the epoch_stop)
             f"given_{metric}": score.given[metric],
-            "program_hours": (self.base[1] + theirs + excess) / 3600.0,
+            "program_hours": program_seconds / 3600.0,
             "verify_seconds": score.seconds,
-            # from starting the program (earlier attempts included) to handing the model over: the clock never exceeds it
-            "wall_hours": (self.wall_base + handed[0] - self.process.started) / 3600.0,
-            "train_loss": float("nan"),
-            "eval_loss": float("nan"),
-            "eval_seconds": float(parts["evaluation_seconds"]),
-            "checkpoint_seconds": 0.0,
-            "epoch_train_seconds": epoch_seconds,
-            "lost_seconds": float(sum(i["lost_seconds"] for i in self.ledger.interruptions if i["epoch"] == n)),
-            "lr": float("nan"),
-            "items_per_second": float(samples) / epoch_seconds if _positive(samples) and epoch_seconds > 0 else float("nan"),
-            # what the clock left out or counted, up to this epoch (run.json's program.time, for the ranked epoch)
-            "startup_seconds": tl.run_start[0] - self.process.started,
-            "startup_cpu_seconds": self.startup_cpu,
-            "startup_counted_seconds": excess,
-            "freeze_seconds": parts["freeze_seconds"],
-            "evaluation_off_clock_seconds": parts["evaluation_off_clock_seconds"],
-            "evaluation_counted_seconds": parts["evaluation_counted_seconds"],
+            **off_clock,
             "held_back": test.as_dict() if test is not None else None,
         }
 
@@ -1041,7 +1054,7 @@ class ProgramRun:
                 "wall_seconds": at["wall_hours"] * 3600.0,
                 "startup_seconds": at["startup_seconds"],
                 "startup_cpu_seconds": at["startup_cpu_seconds"],
-                "startup_allowance_cpu_seconds": float(self.rules["startup_allowance_cpu_seconds"]),
+                "startup_allowance_cpu_seconds": float(self.rules.startup_allowance_cpu_seconds),
                 "startup_counted_seconds": at["startup_counted_seconds"],
                 "freeze_seconds": at["freeze_seconds"],
                 "evaluation_off_clock_seconds": at["evaluation_off_clock_seconds"],
@@ -1063,7 +1076,7 @@ class ProgramRun:
             "mllog_lines": tl.mllog_lines,
             "logged": tl.other,
             "output_lines_not_shown": proc.dropped_lines,
-            "entry_hash": config_hash(self.entry),
+            "entry_hash": config_hash(self.entry.document),
         }
 
     def environment(self) -> dict[str, Any]:

@@ -12,7 +12,7 @@ busy harness or a flood of output never lets the program run on past the
 moment its model is taken.
 
 Everything the program prints is untrusted. A line is cut at
-``mllog.MAX_LINE`` characters, decoded leniently, and echoed to the stage's
+``mllog_reader.MAX_LINE`` characters, decoded leniently, and echoed to the stage's
 log terminal-safe (``program| ...``) until ``MAX_ECHO_BYTES`` have been shown;
 the last ``TAIL_LINES`` lines are kept for the error of a failed run.
 """
@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dawnpipe.display import terminal_safe
-from dawnpipe.programs import mllog
+from dawnpipe.programs import mllog_reader
 from dawnpipe.programs.freezer import FreezeError, Freezer, Frozen
-from dawnpipe.programs.mllog import MAX_LINE
+from dawnpipe.programs.mllog_reader import MAX_LINE
 
 MAX_ECHO_BYTES = 4 << 20  # of the program's output shown in the stage's log
 TAIL_LINES = 30  # last lines of output kept for a failure's report
@@ -50,7 +50,7 @@ class Line:
     text: str  # decoded, without its newline; cut at MAX_LINE characters
     number: int  # line of the output, both streams together, from 1
     cut: bool = False
-    event: mllog.Event | None = None  # its MLLOG event, parsed on arrival
+    event: mllog_reader.Event | None = None  # its MLLOG event, parsed on arrival
     broken: str | None = None  # why its MLLOG is broken, if it is
     frozen: Frozen | None = None  # the freeze this line started (freeze_on)
     cpu_seconds: float | None = None  # the program's CPU seconds so far, read on arrival of a run_start
@@ -87,7 +87,7 @@ class ProgramProcess:
         env: dict[str, str],
         freezer: Freezer | None = None,
         isolate_network: bool = True,
-        freeze_on: Callable[[mllog.Event, float], bool] | None = None,
+        freeze_on: Callable[[mllog_reader.Event, float], bool] | None = None,
     ):
         self.command = command
         self.freezer = freezer or Freezer("signals")
@@ -146,10 +146,10 @@ class ProgramProcess:
                 number = self._count
             text = raw.decode("utf-8", errors="replace").rstrip("\r\n")
             event, broken, frozen = None, None, None
-            if mllog.TOKEN in text:
+            if mllog_reader.TOKEN in text:
                 try:
-                    event = mllog.parse(text, number)
-                except mllog.BrokenLog as e:
+                    event = mllog_reader.parse(text, number)
+                except mllog_reader.BrokenLog as e:
                     broken = str(e)
                 if event is not None and self.freeze_on is not None and self.freeze_on(event, stamp):
                     frozen = self.freeze()

@@ -31,7 +31,6 @@ import torch
 import torch.nn.functional as F
 
 from dawnpipe.data.squad import SquadSplit, load_squad, load_vocab
-from dawnpipe.entries import config_hash
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.models.squad_reader import best_spans, build_reader
 from dawnpipe.squad.evaluate import score_answer
@@ -39,10 +38,12 @@ from dawnpipe.squad.text import TOKENIZER, kept_size, pad_batch
 from dawnpipe.tasks import get_task
 from dawnpipe.train import EntryError, loop
 from dawnpipe.train.distributed import SINGLE
+from dawnpipe.train.finish import FinishedRun
 from dawnpipe.train.interruptions import StopRequest
 from dawnpipe.train.logbook import Logbook
 from dawnpipe.train.outputs import Outputs
 from dawnpipe.train.schedule import lr_at
+from dawnpipe.train.settings import Entry, Recipe, RunSettings
 from dawnpipe.train.torch_base import TorchTrainer, autocast, build_optimizer, pick_device, seed_everything
 
 READER_ARGS = {
@@ -56,14 +57,14 @@ READER_ARGS = {
 BUCKET_BATCHES = 20  # batches drawn together and sorted by context length (less padding, still random)
 
 
-def reader_settings(entry: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+def reader_settings(entry: Entry) -> tuple[dict[str, Any], dict[str, Any]]:
     """(reader options, network constructor arguments) from the entry's model_args."""
-    args = dict(entry["model_args"])
+    args = dict(entry.model_args)
     reader = {k: args.pop(k, default) for k, default in READER_ARGS.items()}
     return reader, args
 
 
-def check_entry(entry: dict[str, Any]) -> None:
+def check_entry(entry: Entry) -> None:
     """What can be checked before any data is read (train.cli calls it): the
     recipe, the reader built on the meta device (which allocates nothing; the
     vocabulary sizes are placeholders until the data is read) and the
@@ -72,33 +73,32 @@ def check_entry(entry: dict[str, Any]) -> None:
     reader, net_args = reader_settings(entry)
     with torch.device("meta"):
         try:
-            build_reader(entry["model"], 100, 50, **net_args)
+            build_reader(entry.model, 100, 50, **net_args)
         except DawnpipeError as e:  # an unknown model, a bad model_args key
             raise EntryError(str(e)) from None
     if reader["pretrained_embeddings"] and not Path(reader["pretrained_embeddings"]).is_file():
         raise EntryError(f"model_args.pretrained_embeddings: {reader['pretrained_embeddings']}: no such file")
 
 
-def check_recipe(entry: dict[str, Any]) -> None:
+def check_recipe(entry: Entry) -> None:
     """Refuse what this trainer does not do rather than silently ignoring it."""
-    hp = entry["hyperparameters"]
-    if entry["framework"] != "pytorch":
-        raise EntryError(f"framework {entry['framework']}: the SQuAD reader is implemented in PyTorch only")
+    recipe = entry.recipe
+    if entry.framework != "pytorch":
+        raise EntryError(f"framework {entry.framework}: the SQuAD reader is implemented in PyTorch only")
     image_only = [
         k
         for k, on in (
-            ("augment.crop_padding", hp["augment"]["crop_padding"]),
-            ("augment.flip", hp["augment"]["flip"]),
-            ("tta_flip", hp["tta_flip"]),
-            ("channels_last", hp["channels_last"]),
-            ("label_smoothing", hp["label_smoothing"]),
+            ("augment.crop_padding", recipe.augment.crop_padding),
+            ("augment.flip", recipe.augment.flip),
+            ("tta_flip", recipe.tta_flip),
+            ("channels_last", recipe.channels_last),
+            ("label_smoothing", recipe.label_smoothing),
         )
         if on
     ]
     if image_only:
         raise EntryError(f"hyperparameters {', '.join(image_only)} apply to images, not to a SQuAD reader; remove them")
-    dist = entry["distributed"]
-    if dist["nodes"] * dist["processes_per_node"] != 1:
+    if entry.layout.world_size != 1:
         raise EntryError("distributed: data-parallel training is not implemented for the SQuAD reader (nodes x processes_per_node must be 1)")
 
 
@@ -129,7 +129,7 @@ def span_loss(start_logits, end_logits, t, reduction="mean"):
 
 
 @torch.inference_mode()
-def evaluate(model, split: SquadSplit, vocab_sizes: tuple[int, int], device, hp, max_answer_tokens: int) -> tuple[dict[str, float], float]:
+def evaluate(model, split: SquadSplit, vocab_sizes: tuple[int, int], device, recipe: Recipe, max_answer_tokens: int) -> tuple[dict[str, float], float]:
     """Official SQuAD v1.1 exact match and F1 (fractions) of the predicted answer
     texts, and the mean span loss over the questions with an aligned answer."""
     model.eval()
@@ -137,11 +137,11 @@ def evaluate(model, split: SquadSplit, vocab_sizes: tuple[int, int], device, hp,
     order = np.argsort(lengths, kind="stable")
     em_sum = f1_sum = loss_sum = 0.0
     aligned = 0
-    for start in range(0, len(order), hp["eval_batch_size"]):
-        idx = order[start : start + hp["eval_batch_size"]]
+    for start in range(0, len(order), recipe.eval_batch_size):
+        idx = order[start : start + recipe.eval_batch_size]
         examples = [split.example(int(i), *vocab_sizes) for i in idx]
         t = to_device(pad_batch(examples), device)
-        with autocast(device, hp["precision"]):
+        with autocast(device, recipe.precision):
             start_logits, end_logits = forward(model, t)
         firsts, lasts = best_spans(start_logits, end_logits, max_answer_tokens)
         for i, first, last in zip(idx.tolist(), firsts.tolist(), lasts.tolist()):
@@ -188,14 +188,14 @@ def load_pretrained(path: str, words: tuple[str, ...], embedding: torch.nn.Embed
     return {"path": str(file), "sha256": sha.hexdigest(), "words_found": len(found), "vocabulary_words": len(wanted)}
 
 
-def train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: int | None = None, resume: bool = True) -> dict[str, Any]:
-    """Train one reader with one seed; the summary for run.json. SIGTERM or
+def train(settings: RunSettings, data_dir: Path, out: Outputs, *, threads: int | None = None, resume: bool = True) -> FinishedRun | None:
+    """Train one reader with one seed; what it did. SIGTERM or
     SIGUSR1 stops it at the next step (dawnpipe.train.interruptions)."""
-    check_recipe(settings["entry"])
+    check_recipe(settings.entry)
     if threads:
         torch.set_num_threads(threads)
-    gen = seed_everything(settings["seed"])
-    device = pick_device(settings["entry"]["device"])
+    gen = seed_everything(settings.seed)
+    device = pick_device(settings.entry.device)
     with StopRequest().active() as stop:
         trainer = ReaderTrainer(settings, data_dir, gen=gen, device=device)
         task = trainer.task
@@ -203,34 +203,34 @@ def train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: in
         logbook = Logbook(
             task.log_columns,
             task.metric_column,
-            settings["threshold"],
-            demo=settings["demo_threshold"],
+            settings.threshold,
+            demo=settings.demo_threshold,
             extra_columns=("exact_match",),
             format_metric=task.format_metric,
         )
-        return loop.run(trainer, settings, out, logbook, settings_hash=config_hash(settings), resume=resume, stop=stop)
+        return loop.run(trainer, settings, out, logbook, resume=resume, stop=stop)
 
 
 class ReaderTrainer(TorchTrainer):
     """A SQuAD reader's epoch and evaluation (the loop's Trainer)."""
 
-    def __init__(self, settings: dict[str, Any], data_dir: Path, *, gen: torch.Generator, device: torch.device):
-        entry, hp = settings["entry"], settings["entry"]["hyperparameters"]
-        self.settings, self.hp, self.task = settings, hp, get_task(entry["task"])
+    def __init__(self, settings: RunSettings, data_dir: Path, *, gen: torch.Generator, device: torch.device):
+        entry, recipe = settings.entry, settings.entry.recipe
+        self.settings, self.recipe, self.task = settings, recipe, get_task(entry.task)
         self.reader, net_args = reader_settings(entry)
         vocab = load_vocab(data_dir)
         n_words = kept_size(vocab["word_counts"], self.reader["vocab_size"], self.reader["min_word_count"])
         n_chars = kept_size(vocab["char_counts"], self.reader["char_vocab_size"], 1)
         self.sizes = (n_words, n_chars)
-        self.train_split = load_squad(data_dir, "train", settings["train_limit"])
-        self.dev_split = load_squad(data_dir, "dev", settings["test_limit"])
+        self.train_split = load_squad(data_dir, "train", settings.train_limit)
+        self.dev_split = load_squad(data_dir, "dev", settings.test_limit)
         answer_tokens = np.asarray(self.train_split.arrays["answer_tokens"][: len(self.train_split)])
         self.trainable = np.nonzero(answer_tokens[:, 0] >= 0)[0]  # questions whose first answer aligns to tokens
         if self.trainable.size == 0:
             raise DawnpipeError(f"{data_dir}: no training question with an answer aligned to tokens")
         self.lengths = np.array([self.train_split.context_length(int(i)) for i in self.trainable])
 
-        model = build_reader(entry["model"], n_words, n_chars, **net_args).to(device)
+        model = build_reader(entry.model, n_words, n_chars, **net_args).to(device)
         self.pretrained = None
         if self.reader["pretrained_embeddings"]:
             self.pretrained = load_pretrained(self.reader["pretrained_embeddings"], tuple(vocab["words"][:n_words]), model.embedding)
@@ -238,52 +238,52 @@ class ReaderTrainer(TorchTrainer):
             model.embedding.weight.requires_grad_(False)
         super().__init__(
             model=model,
-            optimizer=build_optimizer(torch.nn.ParameterList(p for p in model.parameters() if p.requires_grad), hp),
-            scaler=torch.amp.GradScaler("cuda", enabled=(device.type == "cuda" and hp["precision"] == "fp16")),
+            optimizer=build_optimizer(torch.nn.ParameterList(p for p in model.parameters() if p.requires_grad), recipe),
+            scaler=torch.amp.GradScaler("cuda", enabled=(device.type == "cuda" and recipe.precision == "fp16")),
             gen=gen,
             device=device,
             rank=SINGLE,
             metric_column=self.task.metric_column,
             checkpoint_meta={
-                "entry_id": entry["id"],
+                "entry_id": entry.id,
                 "task": self.task.name,
                 "framework": "pytorch",
-                "model": entry["model"],
+                "model": entry.model,
                 "model_args": net_args,
                 "reader": self.reader,
                 "tokenizer": TOKENIZER,
                 "vocab_words": list(vocab["words"][:n_words]),
                 "vocab_chars": list(vocab["chars"][:n_chars]),
-                "precision": hp["precision"],
-                "threshold": settings["threshold"],
+                "precision": recipe.precision,
+                "threshold": settings.threshold,
                 "metric": self.task.metric_column,
             },
         )
-        self.steps = -(-self.trainable.size // hp["batch_size"])
+        self.steps = -(-self.trainable.size // recipe.batch_size)
 
     def describe(self) -> str:
-        s, hp, (n_words, n_chars) = self.settings, self.hp, self.sizes
+        s, (n_words, n_chars) = self.settings, self.sizes
         return (
-            f"train: {s['entry']['id']} seed {s['seed']} on {self.device} ({torch.get_num_threads()} threads): "
+            f"train: {s.label} on {self.device} ({torch.get_num_threads()} threads): "
             f"{self.trainable.size} training questions ({len(self.train_split) - self.trainable.size} without an aligned answer skipped), "
             f"{len(self.dev_split)} dev questions, vocabulary {n_words} words / {n_chars} characters, "
-            f"{sum(p.numel() for p in self.model.parameters())} parameters, {hp['epochs']} epochs of {self.steps} steps, "
-            f"threshold {self.task.metric_column} >= {s['threshold']:g}" + (" (demo threshold)" if s["demo_threshold"] else "")
+            f"{sum(p.numel() for p in self.model.parameters())} parameters, {self.recipe.epochs} epochs of {self.steps} steps, "
+            f"threshold {self.task.metric_column} >= {s.threshold:g}" + (" (demo threshold)" if s.demo_threshold else "")
         )
 
     def epoch(self, epoch: int, steps: loop.Steps) -> loop.EpochResult:
-        hp, device, (n_words, n_chars) = self.hp, self.device, self.sizes
+        recipe, device, (n_words, n_chars) = self.recipe, self.device, self.sizes
         self.model.train()
         loss_sum = torch.zeros((), device=device)
-        seen, lr = 0, hp["lr"]
-        for step, rows in enumerate(batch_order(self.lengths, hp["batch_size"], self.gen)):
+        seen, lr = 0, recipe.lr
+        for step, rows in enumerate(batch_order(self.lengths, recipe.batch_size, self.gen)):
             if not steps.keep_going(step):
                 return loop.EpochResult(float(loss_sum), seen, lr, interrupted=True)
             t = to_device(pad_batch([self.train_split.example(int(i), n_words, n_chars) for i in self.trainable[rows]]), device)
-            lr = lr_at(epoch + step / self.steps, hp["lr"], hp["schedule"], hp["epochs"])
+            lr = lr_at(epoch + step / self.steps, recipe.lr, recipe.schedule, recipe.epochs)
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
-            with autocast(device, hp["precision"]):
+            with autocast(device, recipe.precision):
                 start_logits, end_logits = forward(self.model, t)
             loss = span_loss(start_logits, end_logits, t)
             self.optimizer.zero_grad(set_to_none=True)
@@ -296,7 +296,7 @@ class ReaderTrainer(TorchTrainer):
 
     def evaluate(self) -> tuple[dict[str, float], float]:
         # metrics hold exact_match beside f1Score (the logbook's extra column)
-        return evaluate(self.model, self.dev_split, self.sizes, self.device, self.hp, self.reader["max_answer_tokens"])
+        return evaluate(self.model, self.dev_split, self.sizes, self.device, self.recipe, self.reader["max_answer_tokens"])
 
     def progress_suffix(self, row: dict[str, Any]) -> str:
         return f"  (exact match {row['exact_match']:.4f}, F1 {self.task.format_metric(row['f1Score'])})"

@@ -41,14 +41,15 @@ import numpy as np
 
 from dawnpipe import tf_runtime
 from dawnpipe.data.loader import ShardedArray, Split, evaluation_sets, held_out_size, load_split
-from dawnpipe.entries import config_hash
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.tasks import get_task
 from dawnpipe.train import EntryError, loop, naming_the_model
+from dawnpipe.train.finish import FinishedRun
 from dawnpipe.train.interruptions import StopRequest
 from dawnpipe.train.logbook import Logbook, extra_set_summary, extra_set_text, held_out_columns
 from dawnpipe.train.outputs import Outputs
 from dawnpipe.train.schedule import lr_at, steps_per_epoch
+from dawnpipe.train.settings import Entry, Recipe, RunSettings
 
 tf = tf_runtime.tf
 
@@ -58,32 +59,32 @@ def as_nhwc(images: np.ndarray) -> np.ndarray:
     return x[..., None] if x.ndim == 3 else x
 
 
-def check_entry(entry: dict[str, Any]) -> None:
+def check_entry(entry: Entry) -> None:
     """What can be checked before any data is read (train.cli calls it): what
     this trainer does not implement, and the model and its model_args (checked,
     not built: building would start TensorFlow before its threads are set)."""
     from dawnpipe.models.tf_zoo import model_spec
 
-    if entry["hyperparameters"]["augment"].get("random_resized_crop", {}).get("size"):
+    if entry.recipe.augment.resized_crop_size:
         raise EntryError("hyperparameters.augment.random_resized_crop is not implemented by the TensorFlow trainer")
-    with naming_the_model(entry):
-        model_spec(entry["model"], **entry["model_args"])
+    with naming_the_model(entry.model, entry.model_args):
+        model_spec(entry.model, **entry.model_args)
 
 
-def model_from_entry(entry: dict[str, Any], *, image_shape: tuple[int, ...], num_classes: int):
+def model_from_entry(entry: Entry, *, image_shape: tuple[int, ...], num_classes: int):
     """The entry's Keras network; an unknown ``model`` or a bad ``model_args`` is an error naming both."""
     from dawnpipe.models.tf_zoo import build_model
 
-    with naming_the_model(entry):
-        return build_model(entry["model"], input_shape=image_shape, num_classes=num_classes, **entry["model_args"])
+    with naming_the_model(entry.model, entry.model_args):
+        return build_model(entry.model, input_shape=image_shape, num_classes=num_classes, **entry.model_args)
 
 
-def check_supported(entry: dict[str, Any], split: Split) -> None:
+def check_supported(entry: Entry, split: Split) -> None:
     """What the data asks that this trainer does not do: say so, by name."""
     if isinstance(split.images, ShardedArray):
         raise DawnpipeError(
-            f"entry {entry['id']}: the TensorFlow trainer keeps the data set in memory; "
-            f"{entry['task']} is prepared in shards (too large), which only the PyTorch trainer streams"
+            f"entry {entry.id}: the TensorFlow trainer keeps the data set in memory; "
+            f"{entry.task} is prepared in shards (too large), which only the PyTorch trainer streams"
         )
 
 
@@ -109,16 +110,16 @@ def set_precision(precision: str, device: str) -> None:
     keras.mixed_precision.set_global_policy(tf_runtime.POLICIES[precision])
 
 
-def build_optimizer(hp: dict[str, Any]):
+def build_optimizer(recipe: Recipe):
     import keras
 
-    if hp["optimizer"] == "sgd":
-        opt = keras.optimizers.SGD(learning_rate=hp["lr"], momentum=hp["momentum"], nesterov=hp["nesterov"])
-    elif hp["optimizer"] == "adam":
-        opt = keras.optimizers.Adam(learning_rate=hp["lr"], beta_1=hp["momentum"], beta_2=0.999, epsilon=1e-8)
+    if recipe.optimizer == "sgd":
+        opt = keras.optimizers.SGD(learning_rate=recipe.lr, momentum=recipe.momentum, nesterov=recipe.nesterov)
+    elif recipe.optimizer == "adam":
+        opt = keras.optimizers.Adam(learning_rate=recipe.lr, beta_1=recipe.momentum, beta_2=0.999, epsilon=1e-8)
     else:
-        opt = keras.optimizers.AdamW(learning_rate=hp["lr"], weight_decay=hp["weight_decay"], beta_1=hp["momentum"], beta_2=0.999, epsilon=1e-8)
-    return keras.optimizers.LossScaleOptimizer(opt) if hp["precision"] == "fp16" else opt
+        opt = keras.optimizers.AdamW(learning_rate=recipe.lr, weight_decay=recipe.weight_decay, beta_1=recipe.momentum, beta_2=0.999, epsilon=1e-8)
+    return keras.optimizers.LossScaleOptimizer(opt) if recipe.precision == "fp16" else opt
 
 
 def augment(x, pad: int, flip: bool, gen):
@@ -138,20 +139,20 @@ def augment(x, pad: int, flip: bool, gen):
     return x
 
 
-def make_steps(model, optimizer, hp, gen, train_x, train_y, mean, std, image_shape):
+def make_steps(model, optimizer, recipe: Recipe, gen, train_x, train_y, mean, std, image_shape):
     """(train_step(idx, lr) -> summed cross-entropy of the batch, eval_logits(uint8 batch) -> float32 logits)."""
     mean = tf.constant(mean, tf.float32)
     std = tf.constant(std, tf.float32)
-    aug = hp["augment"]
+    aug = recipe.augment
     n_classes = model.output_shape[-1]
-    smoothing = hp["label_smoothing"]
-    l2 = hp["weight_decay"] if hp["optimizer"] != "adamw" else 0.0  # coupled L2, as torch's weight_decay
-    fp16 = hp["precision"] == "fp16"
+    smoothing = recipe.label_smoothing
+    l2 = recipe.weight_decay if recipe.optimizer != "adamw" else 0.0  # coupled L2, as torch's weight_decay
+    fp16 = recipe.precision == "fp16"
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.int32), tf.TensorSpec([], tf.float32)])
     def train_step(idx, lr):
         x = tf.cast(tf.gather(train_x, idx), tf.float32) / 255.0
-        x = (augment(x, aug["crop_padding"], aug["flip"], gen) - mean) / std
+        x = (augment(x, aug.crop_padding, aug.flip, gen) - mean) / std
         y = tf.one_hot(tf.cast(tf.gather(train_y, idx), tf.int32), n_classes)
         if smoothing:
             y = y * (1.0 - smoothing) + smoothing / n_classes
@@ -172,23 +173,23 @@ def make_steps(model, optimizer, hp, gen, train_x, train_y, mean, std, image_sha
     def eval_logits(images):
         x = (tf.cast(images, tf.float32) / 255.0 - mean) / std
         logits = tf.cast(model(x, training=False), tf.float32)
-        if hp["tta_flip"]:
+        if recipe.tta_flip:
             logits += tf.cast(model(tf.reverse(x, axis=[2]), training=False), tf.float32)
         return logits
 
     return train_step, eval_logits
 
 
-def evaluate(eval_logits, images, labels: np.ndarray, hp, metric_columns) -> tuple[dict[str, float], float]:
+def evaluate(eval_logits, images, labels: np.ndarray, recipe: Recipe, metric_columns) -> tuple[dict[str, float], float]:
     """Metrics in percent for ``metric_columns`` (top1Accuracy/top5Accuracy) and the mean loss."""
     ks = tuple(k for k, col in ((1, "top1Accuracy"), (5, "top5Accuracy")) if col in metric_columns) or (1,)
     correct = dict.fromkeys(ks, 0)
     loss_sum = 0.0
-    bs = hp["eval_batch_size"]
+    bs = recipe.eval_batch_size
     for start in range(0, labels.shape[0], bs):
         logits = eval_logits(images[start : start + bs]).numpy()
         y = labels[start : start + bs].astype(np.int64)
-        z = logits / (2.0 if hp["tta_flip"] else 1.0)
+        z = logits / (2.0 if recipe.tta_flip else 1.0)
         z = z - z.max(axis=1, keepdims=True)
         loss_sum += float((np.log(np.exp(z).sum(axis=1)) - z[np.arange(len(y)), y]).sum())
         top = np.argsort(-logits, axis=1, kind="stable")[:, : max(ks)]
@@ -217,16 +218,16 @@ def load_state(path: Path, model, optimizer, gen) -> dict[str, Any]:
     return meta
 
 
-def train(settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: int | None = None, resume: bool = True) -> dict[str, Any]:
-    """Train one entry with one seed; the summary for run.json. SIGTERM or
+def train(settings: RunSettings, data_dir: Path, out: Outputs, *, threads: int | None = None, resume: bool = True) -> FinishedRun | None:
+    """Train one entry with one seed; what it did. SIGTERM or
     SIGUSR1 stops it at the next step (dawnpipe.train.interruptions)."""
     with StopRequest().active() as stop:
         trainer = KerasTrainer(settings, data_dir, threads=threads)
         task = trainer.task
         logbook = Logbook(
-            task.log_columns, task.metric_column, settings["threshold"], demo=settings["demo_threshold"], extra_columns=held_out_columns(settings)
+            task.log_columns, task.metric_column, settings.threshold, demo=settings.demo_threshold, extra_columns=held_out_columns(settings.entry.document)
         )
-        return loop.run(trainer, settings, out, logbook, settings_hash=config_hash(settings), resume=resume, stop=stop)
+        return loop.run(trainer, settings, out, logbook, resume=resume, stop=stop)
 
 
 class KerasTrainer:
@@ -235,23 +236,23 @@ class KerasTrainer:
     is_main, distributed = True, False
     state_file, threshold_file = "last.npz", "threshold.npz"
 
-    def __init__(self, settings: dict[str, Any], data_dir: Path, *, threads: int | None):
-        entry, hp = settings["entry"], settings["entry"]["hyperparameters"]
-        self.settings, self.hp, self.task = settings, hp, get_task(entry["task"])
+    def __init__(self, settings: RunSettings, data_dir: Path, *, threads: int | None):
+        entry, recipe = settings.entry, settings.entry.recipe
+        self.settings, self.recipe, self.task = settings, recipe, get_task(entry.task)
         # Every thread to each op (intra), ops one after another (inter = 1, Intel's
         # advice for one socket): with as many threads as cores, two convolutions at
         # once would only fight over the same cores.
         tf_runtime.configure_threads(threads, 1 if threads else None)
-        self.device = tf_runtime.pick_device(entry["device"])
-        self.gen = tf_runtime.seed_everything(settings["seed"])
-        set_precision(hp["precision"], self.device)
+        self.device = tf_runtime.pick_device(entry.device)
+        self.gen = tf_runtime.seed_everything(settings.seed)
+        set_precision(recipe.precision, self.device)
 
-        held = held_out_size(entry)
-        train_split = load_split(data_dir, "train", settings["train_limit"], held_out=held)
-        test_split = load_split(data_dir, "test", settings["test_limit"])
+        held = held_out_size(entry.document)
+        train_split = load_split(data_dir, "train", settings.train_limit, held_out=held)
+        test_split = load_split(data_dir, "test", settings.test_limit)
         check_supported(entry, train_split)
         # the held-out split (never trained on) and the task's new test set, scored at every evaluation
-        self.extra_sets = [(prefix, as_nhwc(split.images), np.array(split.labels), about) for prefix, split, about in evaluation_sets(data_dir, entry)]
+        self.extra_sets = [(prefix, as_nhwc(split.images), np.array(split.labels), about) for prefix, split, about in evaluation_sets(data_dir, entry.document)]
         train_np, test_np = as_nhwc(train_split.images), as_nhwc(test_split.images)
         self.test_labels = np.array(test_split.labels)
         mean, std = (list(train_split.stats["mean"]), list(train_split.stats["std"])) if train_split.stats else channel_stats(train_np)
@@ -262,37 +263,37 @@ class KerasTrainer:
             train_x, train_y = tf.identity(tf.constant(train_np)), tf.identity(tf.constant(np.array(train_split.labels)))
             self.test_x = tf.identity(tf.constant(test_np))
             self.model = model_from_entry(entry, image_shape=image_shape, num_classes=n_classes)
-            self.optimizer = build_optimizer(hp)
+            self.optimizer = build_optimizer(recipe)
             self.optimizer.build(self.model.trainable_variables)
-            self.train_step, self.eval_logits = make_steps(self.model, self.optimizer, hp, self.gen, train_x, train_y, mean, std, image_shape)
-        self.n_train, self.batch = int(train_x.shape[0]), hp["batch_size"]
-        self.steps = steps_per_epoch(self.n_train, self.batch, settings["train_limit"])
+            self.train_step, self.eval_logits = make_steps(self.model, self.optimizer, recipe, self.gen, train_x, train_y, mean, std, image_shape)
+        self.n_train, self.batch = int(train_x.shape[0]), recipe.batch_size
+        self.steps = steps_per_epoch(self.n_train, self.batch, settings.train_limit)
         self.checkpoint_meta = {
-            "entry_id": entry["id"],
+            "entry_id": entry.id,
             "task": self.task.name,
             "framework": "tensorflow",
-            "model": entry["model"],
-            "model_args": entry["model_args"],
+            "model": entry.model,
+            "model_args": entry.model_args,
             "image_shape": list(image_shape),
             "num_classes": n_classes,
             "mean": mean,
             "std": std,
-            "precision": hp["precision"],
+            "precision": recipe.precision,
             "channels_last": True,
-            "tta_flip": hp["tta_flip"],
-            "threshold": settings["threshold"],
+            "tta_flip": recipe.tta_flip,
+            "threshold": settings.threshold,
             "metric": self.task.metric_column,
         }
         self.environment = _environment(self.device)
 
     def describe(self) -> str:
-        s, hp, env = self.settings, self.hp, self.environment
+        s, env = self.settings, self.environment
         return (
-            f"train: {s['entry']['id']} seed {s['seed']} on {env['device']} (TensorFlow {tf.__version__}, "
+            f"train: {s.label} on {env['device']} (TensorFlow {tf.__version__}, "
             f"{env['threads']} intra-op / {env['interop_threads']} inter-op threads): "
             f"{self.n_train} training items, {self.test_x.shape[0]} test items{extra_set_text([(p, len(y), a) for p, _, y, a in self.extra_sets])}, "
-            f"{hp['epochs']} epochs of {self.steps} steps, "
-            f"threshold {self.task.metric_column} >= {s['threshold']:g}" + (" (demo threshold)" if s["demo_threshold"] else "")
+            f"{self.recipe.epochs} epochs of {self.steps} steps, "
+            f"threshold {self.task.metric_column} >= {s.threshold:g}" + (" (demo threshold)" if s.demo_threshold else "")
         )
 
     def sync(self) -> None:
@@ -305,27 +306,27 @@ class KerasTrainer:
         pass
 
     def epoch(self, epoch: int, steps: loop.Steps) -> loop.EpochResult:
-        hp, lr = self.hp, self.hp["lr"]
+        recipe, lr = self.recipe, self.recipe.lr
         with tf.device(self.device):
             perm = tf.argsort(self.gen.uniform([self.n_train]))
             losses = []
             for step in range(self.steps):
                 if not steps.keep_going(step):
                     return loop.EpochResult(0.0, 0, lr, interrupted=True)
-                lr = lr_at(epoch + step / self.steps, hp["lr"], hp["schedule"], hp["epochs"])
+                lr = lr_at(epoch + step / self.steps, recipe.lr, recipe.schedule, recipe.epochs)
                 idx = perm[step * self.batch : (step + 1) * self.batch]
                 losses.append(self.train_step(idx, lr))
             return loop.EpochResult(float(tf.add_n(losses)), min(self.steps * self.batch, self.n_train), lr)
 
     def evaluate(self) -> tuple[dict[str, float], float]:
-        metrics, loss = evaluate(self.eval_logits, self.test_x, self.test_labels, self.hp, self.task.log_columns)
+        metrics, loss = evaluate(self.eval_logits, self.test_x, self.test_labels, self.recipe, self.task.log_columns)
         column = self.task.metric_column
         for i, (prefix, images, labels, about) in enumerate(self.extra_sets):
             if not tf.is_tensor(images):  # on the device once
                 with tf.device(self.device):
                     images = tf.identity(tf.constant(images))
                 self.extra_sets[i] = (prefix, images, labels, about)
-            extra, _ = evaluate(self.eval_logits, images, labels, self.hp, (column,))
+            extra, _ = evaluate(self.eval_logits, images, labels, self.recipe, (column,))
             metrics[prefix + column] = extra[column]
         return metrics, loss
 

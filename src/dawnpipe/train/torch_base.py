@@ -24,6 +24,7 @@ from dawnpipe.errors import DawnpipeError
 from dawnpipe.models.precision import use_ieee_fp32
 from dawnpipe.train import distributed as ddp
 from dawnpipe.train.distributed import SINGLE, Rank
+from dawnpipe.train.settings import Recipe
 
 
 def seed_everything(seed: int) -> torch.Generator:
@@ -55,12 +56,12 @@ def autocast(device: torch.device, precision: str):
     return torch.autocast(device.type, dtype=dtype)
 
 
-def build_optimizer(model, hp):
+def build_optimizer(model, recipe: Recipe):
     params = model.parameters()
-    if hp["optimizer"] == "sgd":
-        return torch.optim.SGD(params, lr=hp["lr"], momentum=hp["momentum"], nesterov=hp["nesterov"], weight_decay=hp["weight_decay"])
-    cls = torch.optim.Adam if hp["optimizer"] == "adam" else torch.optim.AdamW
-    return cls(params, lr=hp["lr"], betas=(hp["momentum"], 0.999), weight_decay=hp["weight_decay"])
+    if recipe.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=recipe.lr, momentum=recipe.momentum, nesterov=recipe.nesterov, weight_decay=recipe.weight_decay)
+    cls = torch.optim.Adam if recipe.optimizer == "adam" else torch.optim.AdamW
+    return cls(params, lr=recipe.lr, betas=(recipe.momentum, 0.999), weight_decay=recipe.weight_decay)
 
 
 def threshold_payload(meta: dict[str, Any], model, row: dict[str, Any], metric_column: str, reached: bool) -> dict[str, Any]:

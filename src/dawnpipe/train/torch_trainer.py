@@ -17,6 +17,7 @@ a barrier, evaluation is split across the ranks, and rank 0 alone writes.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,17 +26,18 @@ import torch
 import torch.nn.functional as F
 
 from dawnpipe.data.loader import evaluation_sets, held_out_size, load_split
-from dawnpipe.entries import config_hash
 from dawnpipe.models.torch_zoo import Normalizer, build_model
 from dawnpipe.tasks import get_task
 from dawnpipe.train import EntryError, loop, naming_the_model
 from dawnpipe.train import distributed as ddp
 from dawnpipe.train.data_source import device_images, draw_resized_crop, epoch_batches, image_stats, resized_crop
 from dawnpipe.train.distributed import SINGLE, Rank
+from dawnpipe.train.finish import FinishedRun
 from dawnpipe.train.interruptions import StopRequest
 from dawnpipe.train.logbook import Logbook, extra_set_summary, extra_set_text, held_out_columns
 from dawnpipe.train.outputs import Outputs
 from dawnpipe.train.schedule import lr_at, steps_per_epoch
+from dawnpipe.train.settings import Entry, RunSettings
 from dawnpipe.train.torch_base import TorchTrainer, autocast, build_optimizer, pick_device, seed_everything
 
 
@@ -79,10 +81,11 @@ def topk_correct(logits: torch.Tensor, labels: torch.Tensor, ks: tuple[int, ...]
 
 
 @torch.inference_mode()
-def evaluate(model, images, labels, normalize, hp, device, metric_columns, rank: Rank = SINGLE) -> tuple[dict[str, float], float]:
+def evaluate(model, images, labels, normalize, hp: Mapping[str, Any], device, metric_columns, rank: Rank = SINGLE) -> tuple[dict[str, float], float]:
     """Metrics in percent for ``metric_columns`` (top1Accuracy/top5Accuracy) and
-    the mean loss. With several processes each evaluates its share of the
-    items and the counts are summed."""
+    the mean loss. ``hp``: the recipe's hyperparameters (of them, eval_batch_size,
+    precision, channels_last and tta_flip). With several processes each
+    evaluates its share of the items and the counts are summed."""
     model.eval()
     ks = tuple(k for k, col in ((1, "top1Accuracy"), (5, "top5Accuracy")) if col in metric_columns) or (1,)
     correct = dict.fromkeys(ks, 0)
@@ -109,44 +112,42 @@ def evaluate(model, images, labels, normalize, hp, device, metric_columns, rank:
     return metrics, loss_sum / n
 
 
-def model_from_entry(entry: dict[str, Any], *, in_channels: int, num_classes: int) -> torch.nn.Module:
+def model_from_entry(entry: Entry, *, in_channels: int, num_classes: int) -> torch.nn.Module:
     """The entry's network; an unknown ``model`` or a bad ``model_args`` is an error naming both."""
-    with naming_the_model(entry):
-        return build_model(entry["model"], in_channels=in_channels, num_classes=num_classes, **entry["model_args"])
+    with naming_the_model(entry.model, entry.model_args):
+        return build_model(entry.model, in_channels=in_channels, num_classes=num_classes, **entry.model_args)
 
 
-def check_entry(entry: dict[str, Any]) -> None:
+def check_entry(entry: Entry) -> None:
     """What can be checked before any data is read or any process started
     (train.cli calls it): the model is built on the meta device, which
     allocates and initialises nothing. Channels and classes are placeholders
     here; the real ones come with the data."""
     with torch.device("meta"):
         model_from_entry(entry, in_channels=3, num_classes=10)
-    world = ddp.Layout.of(entry).world_size
-    if entry["hyperparameters"]["batch_size"] < world:
+    world = entry.layout.world_size
+    if entry.recipe.batch_size < world:
         raise EntryError(
-            f"hyperparameters.batch_size {entry['hyperparameters']['batch_size']} is smaller than the {world} "
+            f"hyperparameters.batch_size {entry.recipe.batch_size} is smaller than the {world} "
             "processes of distributed: (the batch is global, split across the processes)"
         )
 
 
-def train(
-    settings: dict[str, Any], data_dir: Path, out: Outputs, *, threads: int | None = None, resume: bool = True, rank: Rank = SINGLE
-) -> dict[str, Any] | None:
-    """Train one entry with one seed; the summary for run.json (None on ranks other than 0)."""
+def train(settings: RunSettings, data_dir: Path, out: Outputs, *, threads: int | None = None, resume: bool = True, rank: Rank = SINGLE) -> FinishedRun | None:
+    """Train one entry with one seed; what it did (None on ranks other than 0)."""
     if threads:
         torch.set_num_threads(threads)
-    gen = seed_everything(settings["seed"])
-    device = pick_device(settings["entry"]["device"], rank)
+    gen = seed_everything(settings.seed)
+    device = pick_device(settings.entry.device, rank)
     rank = ddp.init(rank, device.type)
     try:
         with StopRequest().active() as stop:
             trainer = ImageTrainer(settings, data_dir, rank=rank, gen=gen, device=device)
             task = trainer.task
             logbook = Logbook(
-                task.log_columns, task.metric_column, settings["threshold"], demo=settings["demo_threshold"], extra_columns=held_out_columns(settings)
+                task.log_columns, task.metric_column, settings.threshold, demo=settings.demo_threshold, extra_columns=held_out_columns(settings.entry.document)
             )
-            return loop.run(trainer, settings, out, logbook, settings_hash=config_hash(settings), resume=resume, stop=stop)
+            return loop.run(trainer, settings, out, logbook, resume=resume, stop=stop)
     finally:
         ddp.shutdown(rank)
 
@@ -154,17 +155,17 @@ def train(
 class ImageTrainer(TorchTrainer):
     """An image classifier's epoch and evaluation (the loop's Trainer)."""
 
-    def __init__(self, settings: dict[str, Any], data_dir: Path, *, rank: Rank, gen: torch.Generator, device: torch.device):
-        entry, hp = settings["entry"], settings["entry"]["hyperparameters"]
-        task = get_task(entry["task"])
-        self.settings, self.hp, self.task = settings, hp, task
-        held = held_out_size(entry)
-        train_split = load_split(data_dir, "train", settings["train_limit"], held_out=held)
-        test_split = load_split(data_dir, "test", settings["test_limit"])
+    def __init__(self, settings: RunSettings, data_dir: Path, *, rank: Rank, gen: torch.Generator, device: torch.device):
+        entry, recipe = settings.entry, settings.entry.recipe
+        task = get_task(entry.task)
+        self.settings, self.recipe, self.task, self.layout = settings, recipe, task, entry.layout
+        held = held_out_size(entry.document)
+        train_split = load_split(data_dir, "train", settings.train_limit, held_out=held)
+        test_split = load_split(data_dir, "test", settings.test_limit)
         # the held-out split (never trained on) and the task's new test set, scored at every evaluation
         self.extra_sets = [
             (prefix, device_images(split, device), torch.from_numpy(np.array(split.labels)).to(device), about)
-            for prefix, split, about in evaluation_sets(data_dir, entry)
+            for prefix, split, about in evaluation_sets(data_dir, entry.document)
         ]
         # in memory, or streamed from shards for ImageNet-sized sets (dawnpipe.train.data_source)
         self.train_x, self.train_y = device_images(train_split, device), torch.from_numpy(np.array(train_split.labels)).to(device)
@@ -172,47 +173,47 @@ class ImageTrainer(TorchTrainer):
         mean, std = image_stats(train_split, self.train_x)
         self.normalize = Normalizer(mean, std, device)
         n_classes = len(train_split.classes)
-        self.fmt = torch.channels_last if hp["channels_last"] else torch.contiguous_format
+        self.fmt = torch.channels_last if recipe.channels_last else torch.contiguous_format
         model = model_from_entry(entry, in_channels=int(self.train_x.shape[1]), num_classes=n_classes).to(device).to(memory_format=self.fmt)
         super().__init__(
             model=model,
-            optimizer=build_optimizer(model, hp),
-            scaler=torch.amp.GradScaler("cuda", enabled=(device.type == "cuda" and hp["precision"] == "fp16")),
+            optimizer=build_optimizer(model, recipe),
+            scaler=torch.amp.GradScaler("cuda", enabled=(device.type == "cuda" and recipe.precision == "fp16")),
             gen=gen,
             device=device,
             rank=rank,
             metric_column=task.metric_column,
             checkpoint_meta={
-                "entry_id": entry["id"],
+                "entry_id": entry.id,
                 "task": task.name,
                 "framework": "pytorch",
-                "model": entry["model"],
-                "model_args": entry["model_args"],
+                "model": entry.model,
+                "model_args": entry.model_args,
                 "in_channels": int(self.train_x.shape[1]),
                 "num_classes": n_classes,
                 "mean": mean,
                 "std": std,
-                "precision": hp["precision"],
-                "channels_last": hp["channels_last"],
-                "tta_flip": hp["tta_flip"],
-                "threshold": settings["threshold"],
+                "precision": recipe.precision,
+                "channels_last": recipe.channels_last,
+                "tta_flip": recipe.tta_flip,
+                "threshold": settings.threshold,
                 "metric": task.metric_column,
             },
         )
-        self.n_train, self.batch = self.train_x.shape[0], hp["batch_size"]
-        self.steps = steps_per_epoch(self.n_train, self.batch, settings["train_limit"], rank.world_size)
+        self.n_train, self.batch = self.train_x.shape[0], recipe.batch_size
+        self.steps = steps_per_epoch(self.n_train, self.batch, settings.train_limit, rank.world_size)
         lo, hi = ddp.shard(self.batch, rank)
         self.rank_batch = hi - lo  # this rank's share of a full batch
         self.train_model = ddp.wrap(model, rank, device)
 
     def describe(self) -> str:
-        s, hp, rank = self.settings, self.hp, self.rank
+        s, rank = self.settings, self.rank
         return (
-            f"train: {s['entry']['id']} seed {s['seed']} on {self.device} ({torch.get_num_threads()} threads"
+            f"train: {s.label} on {self.device} ({torch.get_num_threads()} threads"
             + (f" x {rank.world_size} processes, {rank.backend}" if rank.distributed else "")
             + f"): {self.n_train} training items, {self.test_x.shape[0]} test items{extra_set_text([(p, int(y.shape[0]), a) for p, _, y, a in self.extra_sets])}, "
-            f"{hp['epochs']} epochs of {self.steps} steps, "
-            f"threshold {self.task.metric_column} >= {s['threshold']:g}" + (" (demo threshold)" if s["demo_threshold"] else "")
+            f"{self.recipe.epochs} epochs of {self.steps} steps, "
+            f"threshold {self.task.metric_column} >= {s.threshold:g}" + (" (demo threshold)" if s.demo_threshold else "")
         )
 
     def rank_perm(self, perm: torch.Tensor) -> torch.Tensor:
@@ -223,12 +224,12 @@ class ImageTrainer(TorchTrainer):
         return torch.cat([g[slice(*ddp.shard(len(g), self.rank))] for g in shares])
 
     def epoch(self, epoch: int, steps: loop.Steps) -> loop.EpochResult:
-        hp, rank, device, world = self.hp, self.rank, self.device, self.rank.world_size
-        aug, rrc = hp["augment"], hp["augment"]["random_resized_crop"]
+        recipe, rank, device, world = self.recipe, self.rank, self.device, self.rank.world_size
+        aug = recipe.augment
         self.train_model.train()
         perm = torch.randperm(self.n_train, generator=self.gen)
         loss_sum = torch.zeros((), device=device)
-        seen, lr = 0, hp["lr"]
+        seen, lr = 0, recipe.lr
         for step, (xb, yb) in enumerate(epoch_batches(self.train_x, self.train_y, self.rank_perm(perm), self.rank_batch, self.steps)):
             if not steps.keep_going(step):
                 return loop.EpochResult(float(loss_sum), seen, lr, interrupted=True)
@@ -236,17 +237,17 @@ class ImageTrainer(TorchTrainer):
             global_items = min(self.batch, self.n_train - step * self.batch)
             lo, hi = ddp.shard(global_items, rank)
             x = xb.float() / 255.0
-            if rrc["size"]:
-                x = resized_crop(x, rrc["size"], draw_resized_crop(global_items, rrc["min_scale"], self.gen)[lo:hi])
-            choices = draw_augment(global_items, aug["crop_padding"], aug["flip"], self.gen)
-            x = apply_augment(x, {k: v[lo:hi] for k, v in choices.items()}, aug["crop_padding"])
+            if aug.resized_crop_size:
+                x = resized_crop(x, aug.resized_crop_size, draw_resized_crop(global_items, aug.resized_crop_min_scale, self.gen)[lo:hi])
+            choices = draw_augment(global_items, aug.crop_padding, aug.flip, self.gen)
+            x = apply_augment(x, {k: v[lo:hi] for k, v in choices.items()}, aug.crop_padding)
             x = self.normalize(x).contiguous(memory_format=self.fmt)
             y = yb.long()
-            lr = lr_at(epoch + step / self.steps, hp["lr"], hp["schedule"], hp["epochs"])
+            lr = lr_at(epoch + step / self.steps, recipe.lr, recipe.schedule, recipe.epochs)
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
-            with autocast(device, hp["precision"]):
-                loss = F.cross_entropy(self.train_model(x), y, label_smoothing=hp["label_smoothing"])
+            with autocast(device, recipe.precision):
+                loss = F.cross_entropy(self.train_model(x), y, label_smoothing=recipe.label_smoothing)
             # weighted by this rank's share, so DDP's average over ranks is the global batch's mean
             objective = loss * (y.shape[0] * world / global_items) if rank.distributed else loss
             self.optimizer.zero_grad(set_to_none=True)
@@ -262,10 +263,11 @@ class ImageTrainer(TorchTrainer):
 
     def evaluate(self) -> tuple[dict[str, float], float]:
         ddp.sync_buffers(self.model, self.rank)
-        metrics, loss = evaluate(self.model, self.test_x, self.test_y, self.normalize, self.hp, self.device, self.task.log_columns, self.rank)
+        hp = self.recipe.hyperparameters
+        metrics, loss = evaluate(self.model, self.test_x, self.test_y, self.normalize, hp, self.device, self.task.log_columns, self.rank)
         column = self.task.metric_column
         for prefix, x, y, _ in self.extra_sets:
-            extra, _ = evaluate(self.model, x, y, self.normalize, self.hp, self.device, (column,), self.rank)
+            extra, _ = evaluate(self.model, x, y, self.normalize, hp, self.device, (column,), self.rank)
             metrics[prefix + column] = extra[column]
         return metrics, loss
 
@@ -274,7 +276,7 @@ class ImageTrainer(TorchTrainer):
 
         return {
             "world_size": self.rank.world_size,
-            "distributed": ddp.layout_record(ddp.Layout.of(self.settings["entry"]), self.rank),
+            "distributed": ddp.layout_record(self.layout, self.rank),
             "train_items": int(self.n_train),
             **extra_set_summary([(prefix, int(y.shape[0]), about) for prefix, _, y, about in self.extra_sets]),
             "test_items": int(self.test_x.shape[0]),

@@ -1,6 +1,7 @@
 """A run's MLLOG (``train.mllog``), written through MLCommons' own
 ``mlperf_logging.mllog``, so their parser, checkers and summarizer can read
-our runs.
+our runs. (A program entry's own MLLOG, as it prints it, is read by
+dawnpipe.programs.mllog_reader.)
 
 What the times mean. MLPerf's time to train is ``run_stop - run_start`` in
 wall-clock milliseconds, evaluation included; dawnpipe's objective
@@ -37,19 +38,21 @@ from pathlib import Path
 from typing import Any
 
 from dawnpipe.fileio import write_text
+from dawnpipe.train.distributed import hardware_tag
+from dawnpipe.train.settings import Recipe, RunSettings
 
 
-def _optimizer_keys(hp: dict[str, Any]) -> dict[str, Any]:
+def _optimizer_keys(recipe: Recipe) -> dict[str, Any]:
     from mlperf_logging.mllog import constants as c
 
-    opt = hp["optimizer"]
-    keys: dict[str, Any] = {c.OPT_NAME: opt, c.OPT_BASE_LR: hp["lr"], c.OPT_WEIGHT_DECAY: hp["weight_decay"]}
+    opt = recipe.optimizer
+    keys: dict[str, Any] = {c.OPT_NAME: opt, c.OPT_BASE_LR: recipe.lr, c.OPT_WEIGHT_DECAY: recipe.weight_decay}
     if opt == "sgd":
-        keys["sgd_opt_momentum"] = hp["momentum"]
+        keys["sgd_opt_momentum"] = recipe.momentum
     else:
         prefix = "opt_adam" if opt == "adam" else "opt_adamw"
-        keys |= {f"{prefix}_beta_1": hp["momentum"], f"{prefix}_beta_2": 0.999, f"{prefix}_epsilon": 1e-8}
-    schedule = hp["schedule"]
+        keys |= {f"{prefix}_beta_1": recipe.momentum, f"{prefix}_beta_2": 0.999, f"{prefix}_epsilon": 1e-8}
+    schedule = recipe.schedule
     if schedule["kind"] == "step":
         keys |= {
             c.OPT_LR_WARMUP_EPOCHS: schedule["warmup_epochs"],
@@ -63,18 +66,17 @@ def _optimizer_keys(hp: dict[str, Any]) -> dict[str, Any]:
     return keys
 
 
-def recipe_keys(settings: dict[str, Any]) -> dict[str, Any]:
+def recipe_keys(recipe: Recipe) -> dict[str, Any]:
     """The MLLOG keys of a zoo entry's recipe: batch, accumulation, optimizer and schedule."""
     from mlperf_logging.mllog import constants as c
 
-    hp = settings["entry"]["hyperparameters"]
-    return {c.GLOBAL_BATCH_SIZE: hp["batch_size"], c.GRADIENT_ACCUMULATION_STEPS: 1, **_optimizer_keys(hp)}
+    return {c.GLOBAL_BATCH_SIZE: recipe.batch_size, c.GRADIENT_ACCUMULATION_STEPS: 1, **_optimizer_keys(recipe)}
 
 
 def write(
     path: Path,
     *,
-    settings: dict[str, Any],
+    settings: RunSettings,
     rows: list[dict[str, Any]],
     metric: str,
     run_start_unix: float,
@@ -88,14 +90,12 @@ def write(
     from mlperf_logging.mllog import constants as c
     from mlperf_logging.mllog.mllog import MLLogger
 
-    from dawnpipe.train.distributed import Layout, hardware_tag
-
     stream = io.StringIO()
     logger = logging.Logger("dawnpipe.mllog")
     logger.addHandler(logging.StreamHandler(stream))
     log = MLLogger(logger=logger)
-    entry = settings["entry"]
-    layout = Layout.of(entry)
+    entry = settings.entry
+    layout = entry.layout
 
     def ms(seconds_after_start: float) -> int:
         return int(round((run_start_unix + seconds_after_start) * 1000))
@@ -109,19 +109,19 @@ def write(
         init_start = start
     log.start(c.INIT_START, time_ms=min(init_start, start))
     for key, value in (
-        (c.SUBMISSION_BENCHMARK, entry["task"]),
+        (c.SUBMISSION_BENCHMARK, entry.task),
         (c.SUBMISSION_ORG, "dawnpipe"),
         (c.SUBMISSION_DIVISION, c.OPEN),
         (c.SUBMISSION_STATUS, c.RESEARCH),
-        (c.SUBMISSION_PLATFORM, hardware_tag(entry["hardware"], layout)),
-        (c.SUBMISSION_ENTRY, entry["id"]),
-        (c.SEED, settings["seed"]),
-        *(recipe_keys(settings) if keys is None else keys).items(),
+        (c.SUBMISSION_PLATFORM, hardware_tag(entry.hardware, layout)),
+        (c.SUBMISSION_ENTRY, entry.id),
+        (c.SEED, settings.seed),
+        *(recipe_keys(entry.recipe) if keys is None else keys).items(),
         (c.TRAIN_SAMPLES, train_samples),
     ):
         log.event(key, value, time_ms=min(init_start, start))
     log.end(c.INIT_STOP, time_ms=start)
-    log.start(c.RUN_START, time_ms=start, metadata={"threshold": settings["threshold"], "demo_threshold": settings["demo_threshold"]})
+    log.start(c.RUN_START, time_ms=start, metadata={"threshold": settings.threshold, "demo_threshold": settings.demo_threshold})
     reached = None
     for row in rows:
         trained_until = row["wall_hours"] * 3600.0 - row["eval_seconds"]
@@ -131,7 +131,7 @@ def write(
         log.start(c.EVAL_START, time_ms=ms(trained_until), metadata={"epoch_num": epoch})
         log.event(c.EVAL_ACCURACY, row[metric], time_ms=ms(row["wall_hours"] * 3600.0), metadata={"epoch_num": epoch, "metric": metric})
         log.end(c.EVAL_STOP, time_ms=ms(row["wall_hours"] * 3600.0), metadata={"epoch_num": epoch})
-        if row[metric] >= settings["threshold"]:
+        if row[metric] >= settings.threshold:
             reached = row
             break
     last = reached or rows[-1]

@@ -1,5 +1,6 @@
 """A program's MLLOG lines, as they arrive, read one at a time and checked
-against the contract (docs/programs.md):
+against the contract (docs/programs.md). (The MLLOG dawnpipe writes of every
+run, a program's included, is dawnpipe.train.mllog_writer's.)
 
     run_start; then per epoch N (1, 2, ...): epoch_start, epoch_stop, and, for an
     evaluated epoch, eval_start, eval_accuracy, eval_stop (all with
