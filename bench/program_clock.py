@@ -3,15 +3,18 @@ measured itself (docs/rules.md#the-clock).
 
     python bench/program_clock.py [--items 60000] [--epochs 4] [--repeats 2] [--record]
 
-A program that times its own training loops (tests/programs/fmnist_program.py:
-a perceptron on Fashion-MNIST; it logs its cumulative training seconds before
-each epoch_stop, ``self_training_seconds_<N>``) runs through the train stage
-under contract 2 (its model handed over at each epoch_stop, the program frozen
-while dawnpipe scores it) and under contract 1 (its own evaluation windows,
-bounded by dawnpipe's scoring, off the clock), --repeats times each. At every
-epoch the error is dawnpipe's clock minus the program's own measure: what
-the clock counts that is not training (the program's bookkeeping between its
-loops, logging, saving its model) and what it misses. Goal: within 0.5% of
+A program that times its own epochs (tests/programs/fmnist_program.py: a
+perceptron on Fashion-MNIST; each epoch from its epoch_start to its
+epoch_stop, its training and its hand-over, cumulative, logged before each
+epoch_stop as ``self_training_seconds_<N>``) runs through the train stage
+under contract 2, with no evaluation of its own, --repeats times: its model
+handed over at each epoch_stop, the whole program frozen meanwhile while
+dawnpipe scores it, so each freeze falls between two of its epochs. At every
+epoch the error is dawnpipe's clock minus the program's own measure: what the
+clock counts that the program does not (its few lines of output between
+epochs) and what a freeze taken off wrongly would add or lose. (Under
+contract 1 a freeze can land inside the program's next epoch, which the
+program's own measure cannot see; the tests check that rule on timelines.) Goal: within 0.5% of
 the training time or 0.1 s, whichever is larger, at every epoch. Its last line
 is ``program clock error: <seconds> s at most (<worst share of the goal>)``.
 
@@ -46,7 +49,7 @@ GOAL_SHARE, GOAL_FLOOR_S = 0.005, 0.1
 
 def entry(contract: int, epochs: int, hidden: int) -> dict:
     args = ["--data", "{data}", "--out", "{out}", "--seed", "{seed}", "--threads", "{threads}", "--contract", str(contract)]
-    args += ["--epochs", str(epochs), "--hidden", str(hidden), "--behaviour", "honest"]
+    args += ["--epochs", str(epochs), "--hidden", str(hidden), "--behaviour", "honest", "--no-eval"]
     return {
         "description": f"a program that times its own training, contract {contract}",
         "task": "fashion-mnist",
@@ -88,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--items", type=int, default=60000, help="training items (default all 60,000)")
     p.add_argument("--epochs", type=int, default=4)
     p.add_argument("--hidden", type=int, default=512, help="the perceptron's hidden width (an epoch of a few seconds)")
-    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     p.add_argument("--data", type=Path, default=DATA / "fashion-mnist", help="prepared Fashion-MNIST (default data/prepared/fashion-mnist, made when missing)")
     add_record_flag(p, "program_clock")
@@ -97,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = []
     with tempfile.TemporaryDirectory(prefix="dawnpipe-program-clock-") as tmp:
         work = Path(tmp)
-        for contract in (2, 1):
+        for contract in (2,):
             entry_file = work / f"clock-{contract}.yaml"
             entry_file.write_text(yaml.safe_dump(entry(contract, args.epochs, args.hidden)))
             for i in range(args.repeats):

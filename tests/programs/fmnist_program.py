@@ -38,8 +38,9 @@ And programs that fail:
     broken         prints an MLLOG line that is not JSON
     hang           never ends (the budget stops it)
 
-It measures its own training time (the seconds its training loops ran) and
-logs it before each epoch_stop as ``self_training_seconds_<N>`` (cumulative),
+It measures its own training time (each epoch from its epoch_start to its
+epoch_stop: its training and, under contract 2, its hand-over) and logs it
+before each epoch_stop as ``self_training_seconds_<N>`` (cumulative),
 and at the end as ``self_training_seconds`` (the list), so a test can hold
 dawnpipe's clock against it.
 """
@@ -67,6 +68,7 @@ p.add_argument("--hidden", type=int, default=64)
 p.add_argument("--threads", type=int, default=1)
 p.add_argument("--contract", type=int, default=1)
 p.add_argument("--weights", action="store_true", help="contract 2: hand over the state_dict (epoch<N>.pt), not ONNX")
+p.add_argument("--no-eval", action="store_true", help="contract 2: no evaluation of its own (nothing but training on its clock)")
 p.add_argument("--hide", type=float, default=3.0, help="seconds of hidden training (hide-in-eval: wall; pre-start: CPU)")
 p.add_argument("--epoch-sleep", type=float, default=0.0, help="seconds each epoch's training also sleeps (a longer epoch)")
 p.add_argument("--behaviour", default="honest")
@@ -197,7 +199,7 @@ while epoch <= args.epochs:
         os._exit(3)
     if B == "slow-clock":
         time.sleep(3)  # an epoch long enough for a clock at half speed to be off by more than the second of slack
-    began = time.perf_counter()
+    began = time.perf_counter()  # its epoch starts (dawnpipe freezes it only between epochs, at epoch_stop)
     if B == "no-training" or (B == "burst" and epoch == 1):
         pass
     elif B == "rewrite" and epoch == 1:
@@ -212,16 +214,19 @@ while epoch <= args.epochs:
     else:
         train_pass(train_x, train_y)
     time.sleep(args.epoch_sleep)
-    trained += time.perf_counter() - began
-    progress.append(trained)
     if args.contract >= 2 and not (B == "rewrite" and epoch == 1):
         write_model(epoch)
     if B == "resumable" and args.state:
         tmp = Path(args.state, "checkpoint.pt.tmp")
         torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "rng": torch.get_rng_state(), "epoch": epoch}, tmp)
         os.replace(tmp, Path(args.state, "checkpoint.pt"))
+    trained += time.perf_counter() - began  # the epoch as it sees it: its training and its hand-over
+    progress.append(trained)
     log(f"self_training_seconds_{epoch}", trained)  # its own measure, to this epoch
     log("epoch_stop", kind="INTERVAL_END", epoch_num=epoch)
+    if args.no_eval:
+        epoch += 1
+        continue
     if B == "rewrite" and epoch == 1:
         write_model(epoch)  # a better model under the old epoch's name, once dawnpipe has taken the first
     log("eval_start", kind="INTERVAL_START", epoch_num=epoch)
