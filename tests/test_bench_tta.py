@@ -30,7 +30,8 @@ def first_time_at(tsv, threshold: float) -> float | None:
 @pytest.mark.slow
 def test_bench_tta_ratio_is_the_ratio_of_the_medians(prepared_fashion_mnist, tmp_path):
     out = tmp_path / "runs"
-    args = ["--seeds", "3", "--data", str(prepared_fashion_mnist), "--threshold", "25", "--train-limit", "600", "--test-limit", "300"]
+    # 600 items and a few steps an epoch: 20% is what every seed of both recipes reaches (25% was missed by one under torch 2.14)
+    args = ["--seeds", "3", "--data", str(prepared_fashion_mnist), "--threshold", "20", "--train-limit", "600", "--test-limit", "300"]
     proc = subprocess.run(
         [sys.executable, str(ROOT / "bench/tta.py"), *args, "--threads", "1", "--out-dir", str(out)],
         capture_output=True,
@@ -43,7 +44,7 @@ def test_bench_tta_ratio_is_the_ratio_of_the_medians(prepared_fashion_mnist, tmp
     # alternating: seed 0 fast entry first, seed 1 the seed recipe first, seed 2 the fast entry first
     started = re.findall(r"^train: (\S+) seed (\d+) ", proc.stdout, flags=re.M)
     assert started == [("fastnet", "0"), ("resnet20-dawn", "0"), ("resnet20-dawn", "1"), ("fastnet", "1"), ("fastnet", "2"), ("resnet20-dawn", "2")]
-    times = {e: [first_time_at(out / e / f"seed{k}" / "train.tsv", 25.0) for k in range(3)] for e in ("fastnet", "resnet20-dawn")}
+    times = {e: [first_time_at(out / e / f"seed{k}" / "train.tsv", 20.0) for k in range(3)] for e in ("fastnet", "resnet20-dawn")}
     assert all(t is not None for ts in times.values() for t in ts)
     for e, ts in times.items():  # every seed's time is printed
         printed = next(line for line in lines if line.startswith(f"{e}: seed 0 "))

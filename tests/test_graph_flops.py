@@ -88,32 +88,45 @@ def _example(name: str):
         sys.path.pop(0)
 
 
-def test_a_programs_own_model_with_its_normalisation_inside():
-    """The example program's network takes pixels and normalises them itself: the
-    constants of (x / 255 - mean) / std are preprocessing, not parameters, so
+@pytest.fixture(scope="module")
+def example_models(tmp_path_factory) -> dict[str, model_files.ModelFile]:
+    """The example programs' networks as their runs hand them over: weights
+    saved as the programs save them, exported by dawnpipe's export worker with
+    the preprocessing of their entries (config/entries/*-fmnist.yaml)."""
+    import yaml
+
+    from dawnpipe.programs.weights import ExportWorker
+
+    out = tmp_path_factory.mktemp("example-models")
+    torch.save(_example("torch_fmnist").Net().state_dict(), out / "epoch2.pt")
+    _example("keras_fmnist").build_model().save_weights(str(out / "epoch1.weights.h5"))
+    made = {}
+    for name, framework, weights in (("torch-fmnist", "torch", "epoch2.pt"), ("keras-fmnist", "keras", "epoch1.weights.h5")):
+        program = yaml.safe_load((ROOT / f"config/entries/{name}.yaml").read_text())["program"]
+        with ExportWorker(program, ROOT / "examples/programs", framework, item_shape=(28, 28), log=out / f"{name}.log") as worker:
+            made[name] = worker.export(out / weights, out / name)
+    return made
+
+
+def test_a_programs_own_model_with_its_normalisation_inside(example_models):
+    """The example program's weights exported with its entry's preprocessing: the
+    constants of (x * scale - mean) / std are preprocessing, not parameters, so
     the first convolution's input gradient is still not counted, as in torch."""
-    net = _example("torch_fmnist").Net(0.286, 0.353)
-    rec = graph_flops.count_onnx(onnx_bytes(net, torch.zeros(2, 28, 28)))
+    net = _example("torch_fmnist").Net()
+    rec = graph_flops.count_onnx(example_models["torch-fmnist"].onnx)
     assert rec["counted"]
-    assert rec["training_flops_per_item"] == torch_training_per_item(net, (28, 28))
-    assert rec["forward_flops_per_item"] == torch_forward_per_item(net, (28, 28))
+    assert rec["training_flops_per_item"] == torch_training_per_item(net, (1, 28, 28))
+    assert rec["forward_flops_per_item"] == torch_forward_per_item(net, (1, 28, 28))
     assert {"Div", "Sub"} <= set(rec["other_flops_per_item"])
 
 
-def test_a_keras_savedmodel_counts_as_the_same_network_in_torch(tmp_path):
-    """The Keras example is fastnet's network (16..128) in Keras 3, handed over as a
-    SavedModel: its frozen serving graph counts what torch's counter counts on fastnet."""
-    import tensorflow as tf
-
+def test_a_keras_savedmodel_counts_as_the_same_network_in_torch(example_models):
+    """The Keras example is fastnet's network (16..128) in Keras 3, its weights
+    exported as a SavedModel: its frozen serving graph counts what torch's
+    counter counts on fastnet."""
     from dawnpipe.models.torch_zoo import build_model
 
-    keras_fmnist = _example("keras_fmnist")
-    module = keras_fmnist.Serving(keras_fmnist.build_model(0.286, 0.353))
-    out = tmp_path / "out"
-    tf.saved_model.save(
-        module, str(out / "epoch1.savedmodel"), signatures={"serving_default": module.serve}, options=tf.saved_model.SaveOptions(experimental_skip_saver=True)
-    )
-    rec = graph_flops.count_model(model_files.read_model(out, 1), (28, 28))
+    rec = graph_flops.count_model(example_models["keras-fmnist"], (28, 28))
     assert rec["counted"], rec.get("reason")
     fastnet = build_model("fastnet", in_channels=1, num_classes=10, widths=[16, 32, 64, 128])
     assert rec["forward_flops_per_item"] == torch_forward_per_item(fastnet, (1, 28, 28))
@@ -206,7 +219,7 @@ def test_symbolic_item_axes_take_the_item_shape():
 
 
 # ------------------------------------------------------------------ a program run's utilization
-def _program_run(tmp_path: Path, *, items_given=None, reported=7) -> tuple[Path, Path, Path, Path]:
+def _program_run(tmp_path: Path, model: model_files.ModelFile, *, items_given=None, reported=7) -> tuple[Path, Path, Path, Path]:
     """A program run's files as the harness writes them: model.pt (the example's network), run.json, train.parquet."""
     from dawnpipe.data.arrays import save_split
     from dawnpipe.fileio import write_json
@@ -223,12 +236,7 @@ def _program_run(tmp_path: Path, *, items_given=None, reported=7) -> tuple[Path,
     write_json(data / "manifest.json", {"task": "fashion-mnist", "format": "npy-uint8", "classes": classes, "splits": splits})
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    net = _example("torch_fmnist").Net(0.286, 0.353)
-    model_files.save_archive(
-        run_dir / "model.pt",
-        model_files.ModelFile(2, model_files.ONNX, onnx=onnx_bytes(net, torch.zeros(2, 28, 28))),
-        {"measured": 91.0, "claimed": 91.0, "reached": True},
-    )
+    model_files.save_archive(run_dir / "model.pt", model, {"measured": 91.0, "claimed": 91.0, "reached": True})
     rows = [
         {
             "epoch": e,
@@ -284,8 +292,8 @@ def _program_run(tmp_path: Path, *, items_given=None, reported=7) -> tuple[Path,
     return run_dir, data, flops, tmp_path / "utilization.json"
 
 
-def test_a_program_runs_utilization_is_estimated_from_its_model_graph(tmp_path):
-    run_dir, data, flops, out = _program_run(tmp_path)
+def test_a_program_runs_utilization_is_estimated_from_its_model_graph(tmp_path, example_models):
+    run_dir, data, flops, out = _program_run(tmp_path, example_models["torch-fmnist"])
     proc = run_cli(
         "utilization",
         *("--log-parquet", str(run_dir / "train.parquet"), "--run-json", str(run_dir / "run.json"), "--flops", str(flops)),
@@ -293,8 +301,7 @@ def test_a_program_runs_utilization_is_estimated_from_its_model_graph(tmp_path):
         check=True,
     )
     rec = json.loads(out.read_text())
-    net = _example("torch_fmnist").Net(0.286, 0.353)
-    per = torch_training_per_item(net, (28, 28))
+    per = torch_training_per_item(_example("torch_fmnist").Net(), (1, 28, 28))
     assert rec["flops"]["counted"] and rec["flops"]["flops_per_item"] == per
     assert rec["flops"]["method"].startswith("estimated from the model graph (onnx model of epoch 2")
     est = rec["estimate"]
@@ -307,11 +314,11 @@ def test_a_program_runs_utilization_is_estimated_from_its_model_graph(tmp_path):
     assert "estimated from the model graph" in proc.stdout and "% of peak" in proc.stdout
 
 
-def test_the_items_the_harness_says_it_gave_win_and_no_model_says_why(tmp_path):
+def test_the_items_the_harness_says_it_gave_win_and_no_model_says_why(tmp_path, example_models):
     from dawnpipe.metrics import program_flops
     from dawnpipe.metrics.utilization import utilization
 
-    run_dir, data, _, _ = _program_run(tmp_path, items_given=480)
+    run_dir, data, _, _ = _program_run(tmp_path, example_models["torch-fmnist"], items_given=480)
     run = json.loads((run_dir / "run.json").read_text())
     assert program_flops.train_items_given(run, data) == {"train": 480, "from": "run.json program.items_given.train"}
     flops, items = program_flops.run_flops(run, None, data)
@@ -321,12 +328,12 @@ def test_the_items_the_harness_says_it_gave_win_and_no_model_says_why(tmp_path):
     assert rec["achieved_tflops_median"] is None
 
 
-def test_the_page_labels_a_program_runs_utilization(tmp_path):
+def test_the_page_labels_a_program_runs_utilization(tmp_path, example_models):
     from dawnpipe.metrics import program_flops
     from dawnpipe.metrics.utilization import utilization
     from dawnpipe.report import telemetry_sections
 
-    run_dir, data, _, _ = _program_run(tmp_path)
+    run_dir, data, _, _ = _program_run(tmp_path, example_models["torch-fmnist"])
     run = json.loads((run_dir / "run.json").read_text())
     flops, items = program_flops.run_flops(run, run_dir / "model.pt", data)
     util = utilization(pd.read_parquet(run_dir / "train.parquet"), run, flops, None, items_given=items)

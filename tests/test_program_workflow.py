@@ -93,13 +93,27 @@ def write_entries(work):
         (work / f"config/entries/{name}.yaml").write_text(yaml.safe_dump(program_entry(behaviour, **extra)))
 
 
+# the example programs as they are, briefly: the torchvision layout and PyTorch weights, Keras' arrays and its weights file
+EXAMPLES = {"torch-fmnist": "torchvision", "keras-fmnist": "npz"}
+
+
+def write_examples(work):
+    for name in EXAMPLES:
+        entry = yaml.safe_load((work / f"config/entries/{name}.yaml").read_text())
+        entry["hyperparameters"].update(epochs=2)
+        (work / f"config/entries/{name}.yaml").write_text(yaml.safe_dump(entry))
+
+
 @pytest.fixture(scope="module")
 def programs(tmp_path_factory, fashion_mnist_source):
     work = copy_project(tmp_path_factory.mktemp("programs"))
     write_entries(work)
+    write_examples(work)
     config = resolved_config(work, "config/test.yaml")
-    entries = ["fastnet", *RANKED, *NOT_RANKED]
-    config.update(name="programs-test", entries=entries, seeds=[0], inference={**config["inference"], "backends": ["onnxruntime", "onnxruntime-int8"]})
+    entries = ["fastnet", *RANKED, *NOT_RANKED, *EXAMPLES]
+    config.update(
+        name="programs-test", entries=entries, seeds=[0], inference={**config["inference"], "backends": ["onnxruntime", "onnxruntime-int8", "tf-function"]}
+    )
     (work / "config/programs.yaml").write_text(yaml.safe_dump(config))
     proc = run_snakemake(work, "results/leaderboard.html", "--configfile", "config/programs.yaml", "--cores", "2", timeout=2400)
     return work, proc
@@ -131,7 +145,7 @@ def ranked_entries(work, objective="train_time"):
 
 def test_only_the_honest_programs_are_ranked_beside_the_zoo_entry(programs):
     work, _ = programs
-    assert ranked_entries(work) == {"fastnet", *RANKED}
+    assert ranked_entries(work) - set(EXAMPLES) == {"fastnet", *RANKED}
     excluded = {e["source"]: e for e in board(work)["excluded"]}
     for entry, (*_, reason) in NOT_RANKED.items():
         program = run_json(work, entry)["program"]
@@ -179,6 +193,28 @@ def test_an_honest_program_is_ranked_on_dawnpipes_clock(programs):
     assert f"train: epoch {first}: the program claims" in log and "reached" in log and "kept back" in log
     mllog_text = (work / "results/runs/prog-honest/seed0/train.mllog").read_text()  # dawnpipe's view, for MLCommons' tools
     assert '"key": "run_start"' in mllog_text and '"global_batch_size"' in mllog_text
+
+
+def test_the_example_programs_read_their_layouts_and_hand_over_their_weights(programs):
+    """torch_fmnist.py reads {torchvision} with torchvision's FashionMNIST and saves its state_dict; keras_fmnist.py
+    reads {npz} and saves Keras weights: each scored by dawnpipe from the model its factory built."""
+    work, _ = programs
+    for name, layout in EXAMPLES.items():
+        run = run_json(work, name)
+        program = run["program"]
+        assert program["contract"] == 2 and program["excluded"] is None, (name, program["excluded"])
+        assert program["weights"] == {"torch-fmnist": "torch", "keras-fmnist": "keras"}[name]
+        assert program["model_format"] == {"torch-fmnist": "onnx", "keras-fmnist": "savedmodel"}[name]
+        assert any("{" + layout + "}" in w for w in yaml.safe_load((work / f"config/entries/{name}.yaml").read_text())["program"]["command"])
+        assert program["items_given"]["train"] == 3000 and len(pd.read_parquet(work / f"results/runs/{name}/seed0/train.parquet")) >= 1
+
+
+def test_a_program_runs_utilization_is_estimated_from_its_model_graph(programs):
+    work, _ = programs
+    utilization = json.loads((work / "results/runs/prog-weights/seed0/utilization.json").read_text())
+    assert utilization["flops"]["method"].startswith("estimated from the model graph") and utilization["flops"]["counted"]
+    html = (work / "results/leaderboard.html").read_text()
+    assert "estimated from the model graph" in html
 
 
 def test_contract_2_programs_hand_their_model_over_by_epoch_stop(programs):
