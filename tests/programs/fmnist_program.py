@@ -39,7 +39,8 @@ And programs that fail:
     hang           never ends (the budget stops it)
 
 It measures its own training time (each epoch from its epoch_start to its
-epoch_stop: its training and, under contract 2, its hand-over) and logs it
+epoch_stop: its training and, under contract 2, its hand-over; with
+--no-eval, less the spans in which it saw itself stopped) and logs it
 before each epoch_stop as ``self_training_seconds_<N>`` (cumulative),
 and at the end as ``self_training_seconds`` (the list), so a test can hold
 dawnpipe's clock against it.
@@ -57,6 +58,35 @@ import numpy as np
 import torch
 from fmnist_net import Net  # beside this file
 
+
+class StopWatch:
+    """The spans in which this process was stopped (frozen), as it sees them
+    itself: a thread that ticks every millisecond and notes a tick that came
+    late by more than LATE seconds. A freeze lands a few milliseconds after
+    epoch_stop, so it can fall inside the next epoch's measured span; the
+    program's own training time leaves such spans out, as dawnpipe's clock
+    leaves its freezes out, without reading anything of dawnpipe's."""
+
+    TICK, LATE = 0.001, 0.03
+
+    def __init__(self):
+        import threading
+
+        self.stopped: list[tuple[float, float]] = []
+        threading.Thread(target=self._tick, daemon=True).start()
+
+    def _tick(self):
+        while True:
+            before = time.perf_counter()
+            time.sleep(self.TICK)
+            after = time.perf_counter()
+            if after - before > self.TICK + self.LATE:
+                self.stopped.append((before + self.TICK, after))
+
+    def within(self, lo: float, hi: float) -> float:
+        return sum(max(0.0, min(b, hi) - max(a, lo)) for a, b in list(self.stopped))
+
+
 p = argparse.ArgumentParser()
 p.add_argument("--data", required=True)
 p.add_argument("--out", required=True)
@@ -68,7 +98,11 @@ p.add_argument("--hidden", type=int, default=64)
 p.add_argument("--threads", type=int, default=1)
 p.add_argument("--contract", type=int, default=1)
 p.add_argument("--weights", action="store_true", help="contract 2: hand over the state_dict (epoch<N>.pt), not ONNX")
-p.add_argument("--no-eval", action="store_true", help="contract 2: no evaluation of its own (nothing but training on its clock)")
+p.add_argument(
+    "--no-eval",
+    action="store_true",
+    help="contract 2: no evaluation of its own (nothing but training on its clock); its own measure leaves out the time it saw itself stopped",
+)
 p.add_argument("--hide", type=float, default=3.0, help="seconds of hidden training (hide-in-eval: wall; pre-start: CPU)")
 p.add_argument("--epoch-sleep", type=float, default=0.0, help="seconds each epoch's training also sleeps (a longer epoch)")
 p.add_argument("--behaviour", default="honest")
@@ -190,6 +224,7 @@ log("submission_benchmark", "fashion-mnist")
 log("global_batch_size", 100)
 log("train_samples", len(train_y))
 log("run_start", kind="INTERVAL_START")
+watch = StopWatch() if args.no_eval else None
 epoch = first
 while epoch <= args.epochs:
     log("epoch_start", kind="INTERVAL_START", epoch_num=epoch)
@@ -220,7 +255,8 @@ while epoch <= args.epochs:
         tmp = Path(args.state, "checkpoint.pt.tmp")
         torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "rng": torch.get_rng_state(), "epoch": epoch}, tmp)
         os.replace(tmp, Path(args.state, "checkpoint.pt"))
-    trained += time.perf_counter() - began  # the epoch as it sees it: its training and its hand-over
+    ended = time.perf_counter()
+    trained += ended - began - (watch.within(began, ended) if watch else 0.0)  # the epoch as it sees it: its training and its hand-over
     progress.append(trained)
     log(f"self_training_seconds_{epoch}", trained)  # its own measure, to this epoch
     log("epoch_stop", kind="INTERVAL_END", epoch_num=epoch)
