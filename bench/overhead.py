@@ -45,7 +45,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "src"), str(ROOT / "bench")]
 
-from inputs import DATA, ensure_prepared  # noqa: E402
+from inputs import DATA, ensure_prepared, train_command  # noqa: E402
 from record import add_record_flag, shown_path, write_record  # noqa: E402
 
 from dawnpipe.entries import read_entry_doc  # noqa: E402  (bounded and checked, as the pipeline reads it)
@@ -104,41 +104,9 @@ def short_entry(entry: Path, epochs: int, out: Path) -> Path:
 def pipeline_seconds(entry: Path, data: Path, items: int, epochs: int, threads: int, seed: int, out: Path) -> float:
     # a threshold above 100% keeps every epoch of the (shortened) budget running
     short = short_entry(entry, epochs, out)
+    command = train_command(short, seed, data, out, 101.0, stop_at_threshold=False, train_limit=items, test_limit=1000, threads=threads)
+    subprocess.run(command, check=True, env=env(), stdout=subprocess.DEVNULL)
     run = out / "run.json"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "dawnpipe",
-            "train",
-            "--entry",
-            str(short),
-            "--seed",
-            str(seed),
-            "--data",
-            str(data),
-            "--tsv",
-            str(out / "train.tsv"),
-            "--log-parquet",
-            str(out / "train.parquet"),
-            "--checkpoint",
-            str(out / "model.pt"),
-            "--run-json",
-            str(run),
-            "--threshold",
-            "101",
-            "--train-limit",
-            str(items),
-            "--test-limit",
-            "1000",
-            "--threads",
-            str(threads),
-            "--no-resume",
-        ],
-        check=True,
-        env=env(),
-        stdout=subprocess.DEVNULL,
-    )
     return read_run_info(run)["result"]["training_hours"] * 3600.0
 
 
