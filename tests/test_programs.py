@@ -411,3 +411,62 @@ def test_a_savedmodel_is_served_and_one_that_prints_is_refused_unloaded(tmp_path
     savedmodel(tmp_path, 2, prints=True)
     with pytest.raises(DawnpipeError, match="its serving_default runs PrintV2, which a classifier never needs"):
         models.check_savedmodel_ops(models.read_model(tmp_path, 2))
+
+
+# ------------------------------------------------------------------ what dawnpipe scores on
+def test_the_test_split_is_scored_from_dawnpipes_own_copy_not_the_prepared_files(tmp_path):
+    """A program runs as the user who prepared the data, so it could rewrite the
+    prepared test arrays in place before an epoch_stop (every label its model's
+    answer) and put them back before the run ends, where the data's fingerprint
+    is taken. dawnpipe scores from a copy it read before the program started."""
+    import argparse
+
+    from dawnpipe.data.arrays import save_split
+    from dawnpipe.fileio import write_json
+    from dawnpipe.train import cli
+    from dawnpipe.train.program import GivenData
+    from dawnpipe.train.settings import RunSettings
+
+    prepared = tmp_path / "prepared"
+    prepared.mkdir()
+    rng = np.random.default_rng(0)
+    classes = [str(i) for i in range(10)]
+    splits = {
+        s: save_split(prepared, s, rng.integers(0, 256, (n, 28, 28), dtype=np.uint8), np.arange(n) % 10, classes, None)
+        for s, n in (("train", 100), ("test", 50))
+    }
+    write_json(prepared / "manifest.json", {"task": "fashion-mnist", "format": "npy-uint8", "classes": classes, "splits": splits})
+    entry_file = tmp_path / "prog.yaml"
+    entry_file.write_text(yaml.safe_dump(entry()))
+    parser = argparse.ArgumentParser()
+    cli.configure(parser)
+    args = ["--entry", str(entry_file), "--seed", "0", "--data", str(prepared), "--tsv", "t", "--log-parquet", "p", "--checkpoint", "c", "--run-json", "r"]
+    settings = RunSettings.of(cli.settings_from_args(parser.parse_args([*args, "--threshold", "85"])))
+    given = GivenData.make(prepared, settings, tmp_path / "work")
+    images, labels = np.array(given.test.images), np.array(given.test.labels)
+    for name, value in (("test_images", 0), ("test_labels", 7)):  # in place, as a program could
+        arr = np.load(prepared / f"{name}.npy", mmap_mode="r+")
+        arr[:] = value
+        arr.flush()
+    assert (np.load(prepared / "test_labels.npy") == 7).all()
+    np.testing.assert_array_equal(given.test.images, images)
+    np.testing.assert_array_equal(given.test.labels, labels)
+
+
+def test_a_program_that_overwrites_the_model_dawnpipe_kept_is_not_ranked(tmp_path, prepared_fashion_mnist):
+    """dawnpipe keeps the model it scored in the run's work directory, beside the
+    program's {out}, and publishes it as model.pt when the run ends; a program
+    that overwrites it (after a thaw, or in its grace period when it is stopped)
+    would have inference and utilization measured on a model nobody scored."""
+    from program_entries import program_entry
+    from tiny_training import train_args
+
+    entry = tmp_path / "prog-swap-model.yaml"
+    entry.write_text(yaml.safe_dump(program_entry("swap-model", contract=2, args=("--epochs", "2"))))
+    out = tmp_path / "run"
+    proc = run_cli("train", *train_args(entry, prepared_fashion_mnist, out)[1:])
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    run = json.loads((out / "run.json").read_text())
+    assert any("threshold.npz) was changed after dawnpipe wrote it" in r for r in run["program"]["reasons"]), run["program"]["reasons"]
+    assert "VIOLATION" in proc.stdout
+    assert models.load_archive(out / "model.pt")[0].epoch == 2  # what was published is what dawnpipe scored

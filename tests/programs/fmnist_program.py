@@ -28,6 +28,8 @@ Programs that do not play fair:
     escape         contract 2: a child in a session of its own moves itself out of the program's
                    cgroup (as root) and burns CPU through dawnpipe's freezes
     write-data     writes into dawnpipe's prepared data directory (the file $FMNIST_PROGRAM_VICTIM)
+    swap-model     overwrites the model dawnpipe scored and keeps (threshold.npz beside {out}) after
+                   its last epoch, or in its grace period when dawnpipe stops it
 
 And programs that fail:
 
@@ -214,6 +216,14 @@ if B == "resumable" and args.state and Path(args.state, "checkpoint.pt").is_file
     print(f"resuming after epoch {first - 1}", flush=True)
 if B == "escapes":
     print("\x1b[2J\x1b[31mred alert\x1b[0m <script>alert(1)</script> \u202eevil", flush=True)
+if B == "swap-model":
+    import signal
+
+    def swap_model(*_):
+        Path(args.out).parent.joinpath("threshold.npz").write_bytes(b"not the model dawnpipe scored")
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, swap_model)
 if B == "write-data":
     Path(os.environ["FMNIST_PROGRAM_VICTIM"]).write_text("planted")  # a file of its own in somebody else's data
 if B == "pre-start":
@@ -302,4 +312,7 @@ while epoch <= args.epochs:
 while B == "hang":
     time.sleep(1)
 log("self_training_seconds", progress)
+if B == "swap-model":
+    time.sleep(1)  # thawed by now: dawnpipe has scored the last epoch and written its threshold.npz
+    Path(args.out).parent.joinpath("threshold.npz").write_bytes(b"not the model dawnpipe scored")
 log("run_stop", kind="INTERVAL_END", status="success")

@@ -49,6 +49,7 @@ docs/rules.md, "Program entries"):
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -63,7 +64,7 @@ import numpy as np
 from dawnpipe.display import terminal_safe
 from dawnpipe.entries import config_hash
 from dawnpipe.errors import DawnpipeError
-from dawnpipe.fileio import read_json, write_json
+from dawnpipe.fileio import atomic_path, read_json, write_json
 from dawnpipe.programs import clock, contract, heldback, mllog_reader
 from dawnpipe.programs import model_files as models
 from dawnpipe.programs.freezer import DeviceWatch, Freezer, become_subreaper
@@ -147,6 +148,10 @@ class GivenData:
 
         fraction = float(settings.programs.held_back_fraction)
         test = load_split(prepared, "test", settings.test_limit)
+        if isinstance(test.images, np.ndarray):
+            # scored from dawnpipe's own copy: the prepared files are the program's user's too, and a
+            # program could rewrite them before an epoch_stop and put them back before the run ends
+            test = dataclasses.replace(test, images=np.array(test.images), labels=np.array(test.labels))
         key = f"{settings.entry.id}/seed{settings.seed}"
         kept = heldback.draw(np.asarray(test.labels), fraction, key)
         given = heldback.given_indices(len(test.labels), kept)
@@ -400,6 +405,7 @@ class ProgramRun:
         self.fresh = not (self.ledger.rows or self.ledger.interruptions or self.ledger.heartbeat)
         self.timeline = mllog_reader.Timeline()
         self.base, self.wall_base = (0.0, 0.0), 0.0
+        self._threshold_kept = _read_bytes(self.work / THRESHOLD_FILE)  # the model dawnpipe last wrote there, as written
 
     # ------------------------------------------------------------ the command
     def command(self) -> tuple[list[str], dict[str, str], Path]:
@@ -641,7 +647,7 @@ class ProgramRun:
         measured = score.whole[self.task.metric_column]
         reached = measured >= self.threshold
         if reached or first_before is None:
-            models.save_archive(self.work / THRESHOLD_FILE, model, {"measured": measured, "reached": bool(reached), "contract": self.contract})
+            self._save_threshold(model, {"measured": measured, "reached": bool(reached), "contract": self.contract})
         row = self.row(epoch, line)
         self.ledger.rows.append(row)
         self.ledger.save()
@@ -659,6 +665,11 @@ class ProgramRun:
             self._claim(epoch)
         if first and self.settings.stop_at_threshold:
             self._stop_at_threshold = True  # once the freeze has been checked and ended (take)
+
+    def _save_threshold(self, model: models.ModelFile, facts: dict[str, Any]) -> None:
+        """The model the run will publish as model.pt, and its bytes, which finish checks it against."""
+        models.save_archive(self.work / THRESHOLD_FILE, model, facts)
+        self._threshold_kept = _read_bytes(self.work / THRESHOLD_FILE)
 
     def _read_model(self, epoch: int, path: Path) -> models.ModelFile:
         from dawnpipe.programs import weights
@@ -820,9 +831,7 @@ class ProgramRun:
         base, excess = beat["base"], float(beat["startup_excess"])
         measured = score.whole[self.task.metric_column]
         if measured >= self.threshold or first_before is None:
-            models.save_archive(
-                self.work / THRESHOLD_FILE, model, {"measured": measured, "reached": bool(measured >= self.threshold), "contract": self.contract}
-            )
+            self._save_threshold(model, {"measured": measured, "reached": bool(measured >= self.threshold), "contract": self.contract})
         hours = (base[0] + ours + excess) / 3600.0
         before = self.ledger.rows[-1]["hours"] if self.ledger.rows else base[0] / 3600.0
         self.ledger.rows.append(
@@ -870,6 +879,13 @@ class ProgramRun:
         if not stopped and tl.run_stop is None:
             raise ProgramFailed("it ended without logging run_stop")
         self._check_taken_models()
+        threshold_file = self.work / THRESHOLD_FILE
+        if _read_bytes(threshold_file) != self._threshold_kept:
+            self._violation(f"the model dawnpipe scored and kept ({THRESHOLD_FILE}) was changed after dawnpipe wrote it")
+            if self._threshold_kept is not None:  # what is published as model.pt is what dawnpipe scored
+                threshold_file.unlink(missing_ok=True)  # whatever stands there now, a link included
+                with atomic_path(threshold_file) as tmp:
+                    tmp.write_bytes(self._threshold_kept)
         rows = self.ledger.log_rows()
         if not rows:
             what = "handed over no model" if self.contract >= 2 else "logged no evaluation (eval_start, eval_accuracy, eval_stop) of any epoch"
@@ -1086,6 +1102,14 @@ class ProgramRun:
             "device": self.values["device"],
             "threads": int(self.values["threads"]),
         }  # the GPUs are the machine's (dawnpipe.runinfo): the program decides what it uses of them
+
+
+def _read_bytes(path: Path) -> bytes | None:
+    """A file's bytes, None when there is none."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
 
 
 def _positive(value: Any) -> bool:
