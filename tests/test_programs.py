@@ -453,20 +453,38 @@ def test_the_test_split_is_scored_from_dawnpipes_own_copy_not_the_prepared_files
     np.testing.assert_array_equal(given.test.labels, labels)
 
 
+def train_program(tmp_path: Path, prepared: Path, behaviour: str, *args: str):
+    """`dawnpipe train` of the test program with ``behaviour`` under contract 2 (tiny_training's limits): (its output, run.json)."""
+    from program_entries import program_entry
+    from tiny_training import train_args
+
+    entry = tmp_path / f"prog-{behaviour}.yaml"
+    entry.write_text(yaml.safe_dump(program_entry(behaviour, contract=2, args=args)))
+    out = tmp_path / "run"
+    proc = run_cli("train", *train_args(entry, prepared, out)[1:])
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc, json.loads((out / "run.json").read_text())
+
+
+def test_the_program_stays_frozen_until_its_model_is_scored(tmp_path, prepared_fashion_mnist):
+    """The reader thread freezes the program on the epoch_stop line as it arrives; the
+    lines before it, still queued, must not end that freeze, or the model is scored
+    while the program runs on (its freezes would be shorter than the scoring)."""
+    import pandas as pd
+
+    train_program(tmp_path, prepared_fashion_mnist, "honest", "--epochs", "3")
+    log = pd.read_parquet(tmp_path / "run" / "train.parquet").set_index("epoch")
+    off_clock = (log["wall_hours"] - log["hours"]) * 3600.0  # start-up and the freezes before each epoch's hand-over
+    for epoch in (2, 3):  # the freeze of the epoch before: at least its scoring
+        assert off_clock[epoch] - off_clock[epoch - 1] >= log.loc[epoch - 1, "verify_seconds"] > 0, log
+
+
 def test_a_program_that_overwrites_the_model_dawnpipe_kept_is_not_ranked(tmp_path, prepared_fashion_mnist):
     """dawnpipe keeps the model it scored in the run's work directory, beside the
     program's {out}, and publishes it as model.pt when the run ends; a program
     that overwrites it (after a thaw, or in its grace period when it is stopped)
     would have inference and utilization measured on a model nobody scored."""
-    from program_entries import program_entry
-    from tiny_training import train_args
-
-    entry = tmp_path / "prog-swap-model.yaml"
-    entry.write_text(yaml.safe_dump(program_entry("swap-model", contract=2, args=("--epochs", "2"))))
-    out = tmp_path / "run"
-    proc = run_cli("train", *train_args(entry, prepared_fashion_mnist, out)[1:])
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    run = json.loads((out / "run.json").read_text())
+    proc, run = train_program(tmp_path, prepared_fashion_mnist, "swap-model", "--epochs", "2")
     assert any("threshold.npz) was changed after dawnpipe wrote it" in r for r in run["program"]["reasons"]), run["program"]["reasons"]
     assert "VIOLATION" in proc.stdout
-    assert models.load_archive(out / "model.pt")[0].epoch == 2  # what was published is what dawnpipe scored
+    assert models.load_archive(tmp_path / "run" / "model.pt")[0].epoch == 2  # what was published is what dawnpipe scored

@@ -540,6 +540,9 @@ class ProgramRun:
         """One line of the program's output: its MLLOG event, if any, into the timeline; a model it hands over taken and scored
         while the program is frozen (the freeze, off the clock, ends here)."""
         epoch: int | None = None
+        # this line's freeze: the reader thread's on its arrival, or one taken here; a freeze the reader
+        # thread took for a later line, still queued, is that line's to end
+        froze = line.frozen is not None
         try:
             if line.broken is not None:
                 raise mllog_reader.BrokenLog(line.broken)
@@ -552,8 +555,10 @@ class ProgramRun:
                 self._startup_checked(line)
             elif self.contract >= 2 and event.key == "epoch_stop":
                 epoch = int(event.metadata["epoch_num"])
-                if line.frozen is None and self.process.frozen is None and self.process.freeze() is None:
-                    self._freeze_failed()
+                if not froze and self.process.frozen is None:  # frozen already: for a later line, which thaws it
+                    froze = self.process.freeze() is not None
+                    if not froze:
+                        self._freeze_failed()
                 self._take_and_score(epoch, line, required=False)
             elif self.contract >= 2 and event.key == "eval_accuracy":
                 self._claim(int(event.metadata["epoch_num"]))
@@ -561,11 +566,13 @@ class ProgramRun:
                 epoch = done
                 e = self.timeline.epochs[done]
                 self.rule.windows.append(clock.Window(done, e.eval_start, e.eval_stop))
-                if self.process.frozen is None and self.process.freeze() is None:
-                    self._freeze_failed()
+                if self.process.frozen is None:
+                    froze = self.process.freeze() is not None
+                    if not froze:
+                        self._freeze_failed()
                 self._take_and_score(done, line)
         finally:
-            if self.process.frozen is not None and self.process.stopped_by is None:
+            if froze and self.process.frozen is not None and self.process.stopped_by is None:
                 self._thaw(line, epoch)
             if self._stop_at_threshold and self.process.stopped_by is None:
                 print("train: stopping the program at the verified threshold (stop_at_threshold): SIGTERM to all of it", flush=True)
