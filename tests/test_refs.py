@@ -65,8 +65,8 @@ PLANTED = [
     ("src/dawnpipe/a.py", '"""One.\nSee dawnpipe.tta.time_to_accurracy."""\n', "dawnpipe.tta.time_to_accurracy", "no module or name time_to_accurracy"),
     ("src/dawnpipe/a.py", '"""One.\nSee dawnpipe.tta.Clock.start."""\n', "dawnpipe.tta.Clock.start", "no attribute start of dawnpipe.tta.Clock"),
     ("src/dawnpipe/a.py", "x = 1\n# beside infer/program_backends.py\n", "infer/program_backends.py", "no such file"),
-    ("src/dawnpipe/a.py", "x = 1\n# the rules of SPEC.md section 2\n", "SPEC.md", "no such file"),
-    ("src/dawnpipe/a.py", "x = 1\n# fixed for issue 19\n", "issue 19", "cannot look up"),
+    ("src/dawnpipe/a.py", "x = 1\n# the rules of DESIGN.md section 2\n", "DESIGN.md", "no such file"),
+    ("src/dawnpipe/a.py", "x = 1\n# fixed for PR #19\n", "PR #19", "cannot look up"),
     ("workflow/rules/extra.smk", "# one\n# the helpers rules.smk uses\n", "rules.smk", "no such file"),
     ("config/a.yaml", "# one\n# the studies: config/studies/<name>.json\n", "config/studies/<name>.json", "no file matches"),
     ("docs/third.md", "# Third\n[the rules](rules.md#nowhere)\n", "rules.md#nowhere", "no heading with anchor #nowhere"),
@@ -87,7 +87,7 @@ def test_ordinary_prose_and_what_is_not_in_the_repository_are_not_references(tmp
     prose = (
         '"""Nothing here is a broken reference.\n\n'
         "A URL: https://github.com/x/y/blob/main/DOCS/nowhere.md; a path beside the\n"
-        "repository: ../shared/DOCS/nowhere.md and ../shared/SPEC.md; an absolute one:\n"
+        "repository: ../shared/DOCS/nowhere.md and ../shared/DESIGN.md; an absolute one:\n"
         "/usr/share/datasets/x.md; another project's file: parlai/tasks/squad/build.py;\n"
         "another tracker's number: tensorflow/tensorflow#100442; a placeholder:\n"
         "config/studies/x.yaml, DOCS/x.md, config/studies/<name>.yaml, src/dawnpipe/{module}.py;\n"
@@ -104,7 +104,7 @@ def test_ordinary_prose_and_what_is_not_in_the_repository_are_not_references(tmp
 
 def test_a_path_git_ignores_is_an_output_and_a_file_git_does_not_hold_is_not_read(tmp_path):
     write(tmp_path, {**GOOD, ".gitignore": "/bench/out/\n", "bench/a.py": "# writes bench/out/a.json, not bench/nowhere.py\n"})
-    (tmp_path / "notes.md").write_text("See SPEC.md.\n")  # never added: not read
+    (tmp_path / "notes.md").write_text("See DESIGN.md.\n")  # never added: not read
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
     subprocess.run(["git", "add", *GOOD, ".gitignore", "bench/a.py"], cwd=tmp_path, check=True)
     assert [(f, r) for f, _, r, _ in broken(tmp_path)] == [("bench/a.py", "bench/nowhere.py")]
@@ -122,16 +122,16 @@ def test_the_command_names_each_broken_reference_and_fails(tmp_path):
 
 
 def test_a_pending_reference_is_listed_without_failing_and_a_fixed_one_is_named_for_removal():
-    one = refs.Broken("src/dawnpipe/a.py", 2, "SPEC.md", "no such file")
+    one = refs.Broken("src/dawnpipe/a.py", 2, "DESIGN.md", "no such file")
     lines: list[str] = []
-    assert refs.report([one], {("src/dawnpipe/a.py", "SPEC.md")}, lines.append) == 0
-    assert lines == ["src/dawnpipe/a.py:2: SPEC.md: no such file (pending: PENDING in scripts/refs.py)"]
+    assert refs.report([one], {("src/dawnpipe/a.py", "DESIGN.md")}, lines.append) == 0
+    assert lines == ["src/dawnpipe/a.py:2: DESIGN.md: no such file (pending: PENDING in scripts/refs.py)"]
     lines.clear()
-    assert refs.report([], {("src/dawnpipe/a.py", "SPEC.md")}, lines.append) == 0
-    assert lines == ["scripts/refs.py: PENDING: src/dawnpipe/a.py: SPEC.md is no longer broken: remove the entry"]
+    assert refs.report([], {("src/dawnpipe/a.py", "DESIGN.md")}, lines.append) == 0
+    assert lines == ["scripts/refs.py: PENDING: src/dawnpipe/a.py: DESIGN.md is no longer broken: remove the entry"]
     lines.clear()
     assert refs.report([one], set(), lines.append) == 1
-    assert lines == ["src/dawnpipe/a.py:2: SPEC.md: no such file", "1 broken reference(s)"]
+    assert lines == ["src/dawnpipe/a.py:2: DESIGN.md: no such file", "1 broken reference(s)"]
 
 
 def test_this_repository_has_no_broken_reference():
