@@ -187,7 +187,7 @@ def clock(train_args: list[str], out_dir: Path, *, new_event, sync) -> dict[str,
     return {
         "entry": run.get("entry"),
         "device": run.get("environment", {}).get("device"),
-        "precision": run.get("settings", {}).get("entry", {}).get("hyperparameters", {}).get("precision"),
+        "precision": run.get("environment", {}).get("precision") or run.get("settings", {}).get("entry", {}).get("hyperparameters", {}).get("precision"),
         "epochs": epochs,
         "clock_total_s": clock_total,
         "events_total_s": events_total,

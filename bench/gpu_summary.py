@@ -224,6 +224,8 @@ def epochs_from_tsv(path: Path) -> list[float]:
 def run_precision(info: dict[str, Any] | None, util: dict[str, Any] | None) -> str | None:
     if util and util.get("precision"):
         return util["precision"]
+    if (info or {}).get("environment", {}).get("precision"):  # what the run computed in (an entry's auto, resolved)
+        return info["environment"]["precision"]
     entry = (info or {}).get("settings", {}).get("entry", {})
     return entry.get("hyperparameters", {}).get("precision") or entry.get("program", {}).get("precision")
 

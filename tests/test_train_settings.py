@@ -130,3 +130,19 @@ def test_every_registered_trainer_is_a_trainer_module(name):
         more = [p for p in found.parameters.values() if p.name not in wanted.parameters]
         assert all(p.kind is p.KEYWORD_ONLY and p.default is not p.empty for p in more), (name, method, more)  # rank=, with a default
         assert found.return_annotation in (wanted.return_annotation, wanted.return_annotation.removesuffix(" | None")), (name, method)
+
+
+def test_precision_auto_is_bf16_only_where_the_device_computes_it(monkeypatch):
+    """An entry's precision: auto computes in bf16 on a CPU with bf16 instructions and in fp32 on one without,
+    where bf16 would be emulated (docs/entries.md); any other precision is as the entry states."""
+    from dawnpipe.models import precision
+
+    monkeypatch.setattr(precision, "cpu_flags", lambda: {"avx2", "avx512f", "avx512_bf16"})
+    assert precision.used_precision("auto", "cpu") == ("bf16", "auto: this CPU has avx512_bf16")
+    monkeypatch.setattr(precision, "cpu_flags", lambda: {"avx2", "amx_bf16"})
+    assert precision.used_precision("auto", "cpu")[0] == "bf16"
+    monkeypatch.setattr(precision, "cpu_flags", lambda: {"avx2", "fma"})
+    used, why = precision.used_precision("auto", "cpu")
+    assert used == "fp32" and "emulated" in why
+    assert precision.used_precision("bf16", "cpu") == ("bf16", "as the entry states")
+    assert precision.used_precision("fp32", "cuda") == ("fp32", "as the entry states")

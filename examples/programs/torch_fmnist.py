@@ -77,7 +77,7 @@ def main():
     torch.manual_seed(args.seed)
     device = torch.device(args.device)
     if args.precision == "auto":
-        args.precision = "bf16" if (torch.cuda.is_bf16_supported() if device.type == "cuda" else torch.cpu._is_avx512_bf16_supported()) else "fp32"
+        args.precision = "bf16" if (torch.cuda.is_bf16_supported(False) if device.type == "cuda" else torch.cpu._is_avx512_bf16_supported()) else "fp32"
     train = datasets.FashionMNIST(args.data, train=True, download=False)
     train_x = ((train.data.float() / 255 - MEAN) / STD).unsqueeze(1).to(device)  # all of it in memory: [N, 1, 28, 28]
     train_y = train.targets.to(device)

@@ -111,6 +111,7 @@ def count_entry(entry: dict[str, Any], data: Path) -> dict[str, Any]:
     import torch
 
     from dawnpipe.data.loader import load_split, prepared_dir
+    from dawnpipe.models.precision import used_precision
     from dawnpipe.models.torch_zoo import build_model
 
     split = load_split(prepared_dir(data, entry["task"]), "train", 1)
@@ -132,13 +133,14 @@ def count_entry(entry: dict[str, Any], data: Path) -> dict[str, Any]:
         x = torch.randn(n, channels, *hw).contiguous(memory_format=fmt)
         return x, torch.randint(0, len(split.classes), (n,))
 
-    counts = per_item(make_batch, model, hp["batch_size"], hp["precision"])
+    precision = used_precision(hp["precision"], "cpu")[0]  # counted on this CPU: auto as it computes here
+    counts = per_item(make_batch, model, hp["batch_size"], precision)
     return {
         **record,
         "counted": True,
         **counts,
         "batch_size": hp["batch_size"],
-        "precision": hp["precision"],
+        "precision": precision,
         "item_shape": [channels, *hw],
         "parameters": sum(p.numel() for p in model.parameters()),
         "method": "torch.utils.flop_counter.FlopCounterMode (forward + backward; matmul/conv FLOPs); "

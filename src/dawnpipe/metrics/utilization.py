@@ -102,7 +102,7 @@ def utilization(
     epoch's items per second are the training items given over its training
     time, not the log's (the program's own count)."""
     task = get_task(run["task"])
-    precision = precision_of(run["settings"]["entry"])
+    precision = run["environment"].get("precision") or precision_of(run["settings"]["entry"])  # what it computed in (auto resolved)
     tele = run.get("telemetry") or {}
     peak = device_peak(run["environment"], tele, precision)
     counted = bool(flops.get("counted"))

@@ -123,8 +123,37 @@ def settings_from_args(args) -> dict:
     )
 
 
+def device_kind(entry: Entry) -> str:
+    """cpu or cuda: where the run will compute (the entry's device; auto: cuda where the framework sees a GPU)."""
+    if entry.device != "auto":
+        return entry.device
+    if entry.is_program:
+        from dawnpipe.train.program import visible_device
+
+        return visible_device("auto")
+    if entry.framework == "tensorflow":
+        from dawnpipe.tensorflow_import import tensorflow
+
+        return "cuda" if tensorflow().config.list_physical_devices("GPU") else "cpu"
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def computing_precision(settings: RunSettings) -> tuple[RunSettings, dict[str, str]]:
+    """The settings with the precision the run computes in (an entry's ``auto`` resolved for its device:
+    dawnpipe.models.precision.used_precision), and run.json's environment of it: ``precision``, ``precision_from``."""
+    from dawnpipe.models.precision import used_precision
+
+    entry = settings.entry
+    requested = precision_of(entry.document)
+    used, why = used_precision(requested, device_kind(entry)) if requested == "auto" else (requested, "as the entry states")
+    return settings.computing_in(used), {"precision": used, "precision_from": why}
+
+
 def run(args) -> int:
     settings = RunSettings.of(settings_from_args(args))  # typed, once, after the entry's validation
+    settings, precision = computing_precision(settings)
     entry = settings.entry
     layout = entry.layout
     try:
@@ -162,9 +191,9 @@ def run(args) -> int:
         tree=entry.is_program,  # a program's work is in its own processes: the whole tree is sampled
     ) as sampler:
         finished = train(settings, data, outputs, threads=threads, resume=not args.no_resume, **extra)
-    environment = {**base_environment(), **finished.environment}
+    environment = {**base_environment(), **finished.environment, **precision}
     telemetry_record = telemetry.run_record(
-        sampler, args.telemetry_interval, framework=entry.framework, environment=environment, precision=precision_of(entry.document)
+        sampler, args.telemetry_interval, framework=entry.framework, environment=environment, precision=precision["precision"]
     )
     write_json(
         args.run_json,

@@ -20,6 +20,7 @@ mapping (the data loader, a program's placeholders) gets ``entry.document``.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,7 +69,7 @@ class Recipe:
     nesterov: bool
     weight_decay: float
     label_smoothing: float
-    precision: str  # fp32, bf16 or fp16
+    precision: str  # fp32, bf16 or fp16 (an entry's auto: what it came to on the run's device, RunSettings.computing_in)
     channels_last: bool
     tta_flip: bool
     eval_batch_size: int
@@ -180,3 +181,12 @@ class RunSettings:
     def label(self) -> str:
         """How lines name the run: ``<entry> seed <k>``."""
         return f"{self.entry.id} seed {self.seed}"
+
+    def computing_in(self, precision: str) -> RunSettings:
+        """These settings with the recipe computing in ``precision`` (what ``precision: auto`` came to on this
+        device, dawnpipe.models.precision.used_precision); the document, what was asked for and hashed, stays."""
+        if self.entry.recipe is None or self.entry.recipe.precision == precision:
+            return self
+        hyperparameters = {**self.entry.recipe.hyperparameters, "precision": precision}  # what evaluation reads of it too
+        recipe = dataclasses.replace(self.entry.recipe, precision=precision, hyperparameters=hyperparameters)
+        return dataclasses.replace(self, entry=dataclasses.replace(self.entry, recipe=recipe))

@@ -50,6 +50,8 @@ def pick_device(requested: str, rank: Rank = SINGLE) -> torch.device:
 def autocast(device: torch.device, precision: str):
     if precision == "fp32":
         return contextlib.nullcontext()
+    if precision not in ("bf16", "fp16"):  # auto is resolved before training (RunSettings.computing_in), never here
+        raise ValueError(f"autocast precision {precision!r}: expected fp32, bf16 or fp16")
     dtype = torch.bfloat16 if precision == "bf16" else torch.float16
     if device.type == "cpu" and dtype is torch.float16:
         raise DawnpipeError("precision fp16 needs a CUDA device (use bf16 on CPUs)")
