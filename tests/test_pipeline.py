@@ -37,7 +37,7 @@ def test_leaderboard_json_has_every_run(test_workflow):
     board = json.loads((test_workflow / "results/leaderboard.json").read_text())
     demo = [t for t in board["objectives"] if t["task"] == "fashion-mnist" and t["demo_threshold"]]
     assert {t["objective"] for t in demo} == {"train_time", "train_cost", "inference_latency", "inference_cost"}
-    assert all(t["threshold"] == 70.0 and t["official_threshold"] == 93.0 for t in demo)
+    assert all(t["threshold"] == 65.0 and t["official_threshold"] == 93.0 for t in demo)
     runs = {f"runs/{e}/seed{s}" for e in ("fastnet", "resnet20-dawn") for s in (0, 1)}
     for table in demo:
         # one row per entry (and inference backend) over its seeds; every run is a seed of one or excluded
@@ -59,7 +59,7 @@ def test_leaderboard_values_agree_with_the_logs(test_workflow):
         hours = []
         for source in row["seed_sources"]:
             log = pd.read_csv(test_workflow / "results" / source / "train.tsv", sep="\t")
-            hours.append(log[log["top1Accuracy"] >= 70.0].iloc[0]["hours"])
+            hours.append(log[log["top1Accuracy"] >= 65.0].iloc[0]["hours"])
             run = json.loads((test_workflow / "results" / source / "run.json").read_text())
             assert run["environment"]["threads"] >= 1 and run["config_hash"] and run["demo_threshold"] is True
         assert row["value"] == pytest.approx(statistics.median(hours), rel=1e-9) and row["seed_values"] == pytest.approx(hours, rel=1e-9)

@@ -27,7 +27,7 @@ def test_a_tiny_run_in_a_directory_with_a_space_without_the_venv_on_path(tmp_pat
     env.pop("PYTHONPATH", None)
     env.pop("VIRTUAL_ENV", None)
     # config/test.yaml's 3,000 training images: fastnet's batch of 256 takes 12 steps an epoch
-    # there and reaches the 70% demo threshold, as in the session's run (1,000 images: 4 steps, it did not)
+    # there and reaches the demo threshold, as in the session's run (1,000 images: 4 steps, it did not)
     overrides = ["entries=[fastnet]", "seeds=[0]", "inference={backends: [eager], warmup: 5}"]
     overrides += [f"data_sources={{fashion-mnist: {fashion_mnist_source}}}"]
     proc = subprocess.run(
