@@ -16,18 +16,23 @@ ARGS = ["--data", "{data}", "--out", "{out}", "--seed", "{seed}", "--threads", "
 # program.model of the weights it hands over with --weights: its network, and what its evaluation does to an item
 WEIGHTS_MODEL = {
     "factory": "fmnist_net:Net",
+    "framework": "torch",
     "kwargs": {"hidden": 64},
     "preprocessing": {"scale": 1 / 255, "mean": [0.5], "std": [1.0], "layout": "NCHW"},
 }
 
 
-def program_entry(behaviour: str = "honest", script: str | None = None, *, contract: int = 1, args: tuple[str, ...] = (), **program) -> dict:
-    """An entry running the test program (by its absolute path unless ``script`` is given) with ``behaviour``."""
+def program_entry(
+    behaviour: str = "honest", script: str | None = None, *, contract: int = 1, args: tuple[str, ...] = (), layout: str = "data", **program
+) -> dict:
+    """An entry running the test program (by its absolute path unless ``script`` is given) with ``behaviour``,
+    reading its data in ``layout`` (the placeholder it is given: data, torchvision or npz)."""
+    words = [w.replace("{data}", "{" + layout + "}") for w in ARGS] + (["--layout", layout] if layout != "data" else [])
     return {
         "description": f"the test program, {behaviour}",
         "task": "fashion-mnist",
         "hardware": "local-cpu",
-        "program": {"contract": contract, "command": ["python", script or str(PROGRAM), *ARGS, "--contract", str(contract), *args], **program},
+        "program": {"contract": contract, "command": ["python", script or str(PROGRAM), *words, "--contract", str(contract), *args], **program},
         "hyperparameters": {"behaviour": behaviour, "hidden": 64},
     }
 

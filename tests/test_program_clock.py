@@ -83,8 +83,22 @@ def test_a_freeze_is_placed_on_the_programs_clock_by_the_offset_at_its_cause():
     program wrote it: on the program's clock the freeze begins 0.2 s later than where dawnpipe's offset at
     arrival would put it, so both clocks take off the same seconds of the program's life."""
     f = Freeze(start=5.0, end=6.0, cause_stamp=4.9, cause_time_ms=(4.7 + 100.0) * 1000.0, epoch=1)
-    a, b = f.on_program_clock()
+    ((a, b),) = f.spans(1)
     assert (a, b) == pytest.approx((104.8, 105.8))
+
+
+def test_the_export_of_handed_over_weights_is_on_the_clock_on_both_clocks():
+    """The freeze after epoch 1's epoch_stop (3.0 to 5.0) held 1.2 s in which the program's factory turned its
+    weights into a model file (3.2 to 4.4): that is the program's work, so only the other 0.8 s are off the
+    clock, on dawnpipe's clock and, shifted by the offset at its cause, on the program's."""
+    rule = ClockRule(2)
+    rule.freezes = [Freeze(3.0, 5.0, 3.0, at(3.0)[1], 1, exports=((3.2, 4.4),))]
+    ours, theirs = rule.training_seconds(at(0.0), at(10.0))
+    assert ours == pytest.approx(10.0 - 0.8) and theirs == pytest.approx(ours)
+    assert rule.parts(0.0, 10.0)["freeze_seconds"] == pytest.approx(0.8)
+    assert Freeze(3.0, 5.0, 3.0, 3000.0, 1, exports=((2.0, 6.0),)).spans(0) == []  # an export as long as the freeze: none of it off
+    two = Freeze(3.0, 5.0, 3.0, 3000.0, 2, exports=((3.1, 3.4), (4.0, 4.5)))  # two epochs taken in one freeze
+    assert [x for span in two.spans(0) for x in span] == pytest.approx([3.0, 3.1, 3.4, 4.0, 4.5, 5.0])
 
 
 @settings(max_examples=200, deadline=None)

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from conftest import run_cli
+from conftest import ROOT, run_cli
 
 from dawnpipe.entries import load_entry, validate_entry
 from dawnpipe.errors import DawnpipeError
@@ -83,8 +83,6 @@ def test_placeholders_are_filled_per_run_and_braces_can_be_literal():
 
 
 def test_the_shipped_program_entries_are_valid():
-    from conftest import ROOT
-
     files = [p for p in (ROOT / "config/entries").glob("*.yaml") if "program" in yaml.safe_load(p.read_text())]
     assert files, "config/entries has no program entry"
     for path in files:
@@ -453,13 +451,13 @@ def test_the_test_split_is_scored_from_dawnpipes_own_copy_not_the_prepared_files
     np.testing.assert_array_equal(given.test.labels, labels)
 
 
-def train_program(tmp_path: Path, prepared: Path, behaviour: str, *args: str):
-    """`dawnpipe train` of the test program with ``behaviour`` under contract 2 (tiny_training's limits): (its output, run.json)."""
+def train_program(tmp_path: Path, prepared: Path, behaviour: str, *args: str, contract: int = 2):
+    """`dawnpipe train` of the test program with ``behaviour`` under ``contract`` (tiny_training's limits): (its output, run.json)."""
     from program_entries import program_entry
     from tiny_training import train_args
 
     entry = tmp_path / f"prog-{behaviour}.yaml"
-    entry.write_text(yaml.safe_dump(program_entry(behaviour, contract=2, args=args)))
+    entry.write_text(yaml.safe_dump(program_entry(behaviour, contract=contract, args=args)))
     out = tmp_path / "run"
     proc = run_cli("train", *train_args(entry, prepared, out)[1:])
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -488,3 +486,78 @@ def test_a_program_that_overwrites_the_model_dawnpipe_kept_is_not_ranked(tmp_pat
     assert any("threshold.npz) was changed after dawnpipe wrote it" in r for r in run["program"]["reasons"]), run["program"]["reasons"]
     assert "VIOLATION" in proc.stdout
     assert models.load_archive(tmp_path / "run" / "model.pt")[0].epoch == 2  # what was published is what dawnpipe scored
+
+
+def test_contract_1_training_after_eval_stop_is_on_the_epochs_clock(tmp_path, prepared_fashion_mnist):
+    """Under contract 1 the model is handed over by the line that completes its evaluation: a program that
+    logs eval_stop, trains on and writes its model again before its eval_accuracy has that training on the
+    epoch's clock (it would have been free had the clock stopped at eval_stop)."""
+    import pandas as pd
+
+    hide = 3.0
+    _, run = train_program(tmp_path, prepared_fashion_mnist, "late-accuracy", "--epochs", "2", "--hide", str(hide), contract=1)
+    log = pd.read_parquet(tmp_path / "run" / "train.parquet").set_index("epoch")
+    assert log.loc[1, "hours"] * 3600.0 >= hide, log
+    assert log.loc[2, "hours"] * 3600.0 - log.loc[1, "hours"] * 3600.0 >= hide, log
+    assert run["program"]["excluded"] is None, run["program"]["reasons"]
+
+
+def test_contract_1_a_model_rewritten_while_dawnpipe_reads_a_flood_is_a_violation(tmp_path, prepared_fashion_mnist):
+    """A program that floods its output before the line that completes its evaluation, so that dawnpipe takes
+    epoch 1's model late, and meanwhile trains, writes a better model for epoch 1 and sets its modification
+    time back: its status-change time gives it away, before or after dawnpipe took it."""
+    proc, run = train_program(tmp_path, prepared_fashion_mnist, "backdate", "--epochs", "2", contract=1)
+    reasons = run["program"]["reasons"]
+    assert any(r.startswith("epoch 1's model (epoch1.onnx) was written") for r in reasons), reasons
+    assert run["program"]["excluded"] and "VIOLATION" in proc.stdout
+
+
+def test_the_docs_minimal_program_runs_as_an_entry_and_is_verified(tmp_path, prepared_fashion_mnist):
+    """docs/programs.md's complete minimal program (its first python block, as it stands there) is a program entry
+    of contract 2 as its comment describes: it reads {torchvision}, hands over its weights, and dawnpipe scores them."""
+    import re
+
+    from tiny_training import train_args
+
+    text = (ROOT / "docs/programs.md").read_text(encoding="utf-8")
+    code = re.search(r"```python\n(# train\.py .*?)```", text, re.S).group(1)
+    (tmp_path / "prog").mkdir()
+    (tmp_path / "prog/train.py").write_text(code)
+    entry = {
+        "description": "docs/programs.md's minimal program",
+        "task": "fashion-mnist",
+        "hardware": "local-cpu",
+        "program": {
+            "contract": 2,
+            "workdir": str(tmp_path / "prog"),
+            "command": ["python", "train.py", "--data", "{torchvision}", "--out", "{out}"],
+            "model": {
+                "factory": "train:Net",
+                "framework": "torch",
+                "preprocessing": {"scale": 1 / 255, "mean": [0.5], "std": [0.5], "layout": "NCHW"},
+            },
+        },
+    }
+    assert '(entry: program.model.factory "train:Net", framework torch,' in code  # the comment says what the entry holds
+    (tmp_path / "minimal.yaml").write_text(yaml.safe_dump(entry))
+    proc = run_cli("train", *train_args(tmp_path / "minimal.yaml", prepared_fashion_mnist, tmp_path / "run")[1:])
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    run = json.loads((tmp_path / "run/run.json").read_text())
+    assert run["program"]["excluded"] is None and run["program"]["weights"] == "torch"
+    assert run["result"]["reached"], run["result"]  # 75% of tiny_training, on the whole (limited) test split
+
+
+def test_a_workdir_beginning_with_dot_is_relative_to_the_entry_file(tmp_path, monkeypatch):
+    """program.workdir: "./x" or "../x" is where the entry file lies (a program kept beside its entry, outside the
+    project); any other relative path is the project's, where the pipeline runs (docs/programs.md)."""
+    from program_entries import program_entry
+
+    from dawnpipe.entries import load_entry
+
+    (tmp_path / "project").mkdir()
+    (tmp_path / "theirs/entries").mkdir(parents=True)
+    for workdir, expected in (("../prog", tmp_path / "theirs/prog"), ("./prog", tmp_path / "theirs/entries/prog"), ("examples", tmp_path / "project/examples")):
+        path = tmp_path / "theirs/entries/theirs.yaml"
+        path.write_text(yaml.safe_dump(program_entry("honest", script="train.py", workdir=workdir)))
+        monkeypatch.chdir(tmp_path / "project")
+        assert Path(load_entry(path)["program"]["workdir"]).resolve() == expected.resolve(), workdir

@@ -14,7 +14,8 @@ with --weights).
     burst          contract 1: trains nothing in epochs 1 and 2; writes eval_stop of epoch 1 and
                    epoch_start ... eval_start of epoch 2 in one write, then sleeps inside that
                    evaluation window, where dawnpipe's freeze for epoch 1 lands; trains from epoch 3
-    resumable      keeps its state in --state and continues from it when started again
+    resumable      keeps its state in --state and continues from it when started again (its own
+                   measure of its training too: what the attempt it resumes from had trained)
 
 Programs that do not play fair:
 
@@ -25,6 +26,10 @@ Programs that do not play fair:
     memorise       trains on the test items it is given as well (many passes)
     rewrite        contract 2: hands over an untrained model as epoch 1's, then, after epoch 1's
                    epoch_stop, writes its trained model under that name
+    late-accuracy  contract 1: logs eval_stop, trains for --hide seconds more and writes its model
+                   again, then logs eval_accuracy (the line that completes the evaluation)
+    backdate       contract 1: floods its output before epoch 1's eval_accuracy, then trains on,
+                   writes a better model for epoch 1 and sets its modification time back
     escape         contract 2: a child in a session of its own moves itself out of the program's
                    cgroup (as root) and burns CPU through dawnpipe's freezes
     write-data     writes into dawnpipe's prepared data directory (the file $FMNIST_PROGRAM_VICTIM)
@@ -91,6 +96,7 @@ class StopWatch:
 
 p = argparse.ArgumentParser()
 p.add_argument("--data", required=True)
+p.add_argument("--layout", choices=("data", "torchvision", "npz"), default="data", help="what --data is: {data}, {torchvision} or {npz}")
 p.add_argument("--out", required=True)
 p.add_argument("--state", default=None)
 p.add_argument("--seed", type=int, default=0)
@@ -129,10 +135,19 @@ def log(key, value=None, kind="POINT_IN_TIME", **metadata):
 
 
 def split(name):
-    manifest = json.loads(Path(args.data, "manifest.json").read_text())
-    entry = manifest["splits"][name]
-    x = np.load(Path(args.data, entry["images"]["file"]), allow_pickle=False)
-    y = np.load(Path(args.data, entry["labels"]["file"]), allow_pickle=False)
+    if args.layout == "torchvision":  # read as torchvision's own data set reads it
+        from torchvision import datasets
+
+        ds = datasets.FashionMNIST(args.data, train=name == "train", download=False)
+        x, y = ds.data.numpy(), ds.targets.numpy()
+    elif args.layout == "npz":  # as keras.datasets.fashion_mnist.load_data() returns it
+        with np.load(args.data, allow_pickle=False) as z:
+            x, y = z[f"x_{name}"], z[f"y_{name}"]
+    else:
+        manifest = json.loads(Path(args.data, "manifest.json").read_text())
+        entry = manifest["splits"][name]
+        x = np.load(Path(args.data, entry["images"]["file"]), allow_pickle=False)
+        y = np.load(Path(args.data, entry["labels"]["file"]), allow_pickle=False)
     return torch.from_numpy(np.asarray(x, dtype=np.float32) / 255.0 - 0.5), torch.from_numpy(np.asarray(y, dtype=np.int64))
 
 
@@ -213,6 +228,7 @@ if B == "resumable" and args.state and Path(args.state, "checkpoint.pt").is_file
     opt.load_state_dict(saved["opt"])
     torch.set_rng_state(saved["rng"])
     first = int(saved["epoch"]) + 1
+    trained, progress = float(saved["trained"]), [float(x) for x in saved["progress"]]  # its own measure goes on too
     print(f"resuming after epoch {first - 1}", flush=True)
 if B == "escapes":
     print("\x1b[2J\x1b[31mred alert\x1b[0m <script>alert(1)</script> \u202eevil", flush=True)
@@ -263,7 +279,9 @@ while epoch <= args.epochs:
         write_model(epoch)
     if B == "resumable" and args.state:
         tmp = Path(args.state, "checkpoint.pt.tmp")
-        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "rng": torch.get_rng_state(), "epoch": epoch}, tmp)
+        so_far = trained + time.perf_counter() - began  # its own measure to this epoch (what a resumed attempt goes on from)
+        state = {"model": model.state_dict(), "opt": opt.state_dict(), "rng": torch.get_rng_state(), "epoch": epoch}
+        torch.save({**state, "trained": so_far, "progress": [*progress, so_far]}, tmp)
         os.replace(tmp, Path(args.state, "checkpoint.pt"))
     ended = time.perf_counter()
     trained += ended - began - (watch.within(began, ended) if watch else 0.0)  # the epoch as it sees it: its training and its hand-over
@@ -287,6 +305,25 @@ while epoch <= args.epochs:
         print(":::MLLOG {not json", flush=True)
     if B == "escapes":
         log("note", "\x1b]0;owned\x07<b>bold</b>")
+    if B == "late-accuracy":
+        log("eval_stop", kind="INTERVAL_END", epoch_num=epoch)  # its window ends here; what follows is its epoch's time
+        trained += train_pass(train_x, train_y, seconds=args.hide)
+        write_model(epoch)
+        with torch.no_grad():
+            claimed = 100.0 * (model(test_x).argmax(1) == test_y).float().mean().item()  # of the model it hands over
+        log("eval_accuracy", claimed, epoch_num=epoch)
+        epoch += 1
+        continue
+    if B == "backdate" and epoch == 1:
+        before = os.stat(Path(args.out, "epoch1.onnx")).st_mtime_ns
+        sys.stdout.write("".join(f"line {i} of a flood that keeps dawnpipe's reader busy\n" for i in range(200_000)))
+        log("eval_accuracy", claimed, epoch_num=epoch)
+        log("eval_stop", kind="INTERVAL_END", epoch_num=epoch)
+        train_pass(train_x, train_y)  # while dawnpipe reads the flood, before it takes epoch 1's model
+        write_model(epoch)
+        os.utime(Path(args.out, "epoch1.onnx"), ns=(before, before))  # as if written before the evaluation ended
+        epoch += 1
+        continue
     log("eval_accuracy", claimed, epoch_num=epoch)
     if B == "burst" and epoch < args.epochs:
         # the next epoch trains nothing: this eval_stop and its epoch_start, epoch_stop and eval_start go out in one write

@@ -7,7 +7,8 @@ times alone, so that they can be compared.
 
 The training clock of epoch N is the time from ``run_start`` to the moment
 epoch N's model is handed over (contract 2: its ``epoch_stop``; contract 1:
-the end of its evaluation, ``eval_stop``, when the model file must exist),
+the line that completed its evaluation, ``eval_stop`` or an ``eval_accuracy``
+logged after it, when the model file must exist),
 less what is **off the clock**, counted once:
 
     off the clock = the union of
@@ -21,6 +22,11 @@ less what is **off the clock**, counted once:
 
 Under contract 2 the program's own evaluation, if it keeps one, is on the
 clock: only dawnpipe's freezes are off it.
+
+A freeze's **export** is not off the clock: where the program hands over
+weights, the part of the freeze in which its own factory code builds the
+network and writes the model file (dawnpipe.programs.weights) is the
+program's work, counted as the export of a program that writes ONNX itself.
 
 Freezes are spans of dawnpipe's clock. On the program's clock a freeze is
 placed by the offset between the two clocks at the line that caused it (the
@@ -75,17 +81,25 @@ def covered(spans: Iterable[Span], lo: float, hi: float) -> float:
 @dataclass(frozen=True)
 class Freeze:
     """dawnpipe froze the program from ``start`` to ``end`` (its clock), because of the line stamped
-    ``cause_stamp`` that carried ``cause_time_ms``."""
+    ``cause_stamp`` that carried ``cause_time_ms``. ``exports``: the spans of it in which the program's own
+    code (its factory, dawnpipe.programs.weights) turned the weights it handed over into a model file:
+    the program's work, on the clock as a program's own export is."""
 
     start: float
     end: float
     cause_stamp: float
     cause_time_ms: float
     epoch: int
+    exports: tuple[Span, ...] = ()  # the exports done in it (usually one: its own epoch's)
 
-    def on_program_clock(self) -> Span:
-        offset = self.cause_stamp - self.cause_time_ms / 1000.0
-        return self.start - offset, self.end - offset
+    def spans(self, side: int) -> list[Span]:
+        """The freeze's off-clock spans on one clock (0: dawnpipe's, 1: the program's): the freeze less its exports."""
+        offset = 0.0 if side == 0 else self.cause_stamp - self.cause_time_ms / 1000.0
+        left = [(self.start - offset, self.end - offset)]
+        for x, y in union(self.exports, self.start, self.end):
+            x, y = x - offset, y - offset
+            left = [part for a, b in left for part in ((a, min(b, x)), (max(a, y), b)) if part[1] > part[0]]
+        return left
 
 
 @dataclass(frozen=True)
@@ -121,7 +135,7 @@ class ClockRule:
         return spans
 
     def off_clock(self, side: int) -> list[Span]:
-        freezes = [(f.start, f.end) if side == 0 else f.on_program_clock() for f in self.freezes]
+        freezes = [span for f in self.freezes for span in f.spans(side)]
         return [*freezes, *self.allowed_windows(side)]
 
     def training_seconds(self, run_start: tuple[float, float], stop: tuple[float, float]) -> tuple[float, float]:
@@ -137,7 +151,7 @@ class ClockRule:
 
     def parts(self, run_start: float, stop: float) -> dict[str, float]:
         """dawnpipe's clock from ``run_start`` to ``stop`` taken apart: wall, freezes, evaluation off the clock, evaluation counted."""
-        freezes = covered([(f.start, f.end) for f in self.freezes], run_start, stop)
+        freezes = covered([span for f in self.freezes for span in f.spans(0)], run_start, stop)
         off = covered(self.off_clock(0), run_start, stop)
         windows = covered([(w.start[0], w.stop[0]) for w in self.windows], run_start, stop)
         allowed = covered(self.allowed_windows(0), run_start, stop)

@@ -6,9 +6,11 @@ that turns the weights a program saved into a model file dawnpipe scores.
 Building the network means importing the program's module and calling its
 factory: running the program's code. That code runs here, never in dawnpipe's
 own process, which holds the test set. The worker is given no data (only the
-weights files it is asked to export), runs in the program's workdir, and is
+weights files it is asked to export, and the environment the entry's
+``program.env`` gives the program), runs in the program's workdir, is
 started under ``unshare --net`` where the system allows, so the program's code
-it runs has no network either. One worker per run: the framework and the
+it runs has no network either, and is kept stopped (SIGSTOP) except while it
+answers a request. One worker per run: the framework and the
 program's module are imported once, and each epoch's weights are one request.
 
 Protocol, one JSON object per line:

@@ -149,8 +149,11 @@ def _read_tree(root: Path, max_bytes: int) -> dict[str, bytes]:
 
 
 # ------------------------------------------------------------------ archive
-def save_archive(path: Path, model: ModelFile, facts: dict[str, Any]) -> None:
-    """The run's model.pt: ``model`` and ``facts`` (epoch, measured accuracy, whether at the threshold) as a NumPy archive."""
+def save_archive(path: Path, model: ModelFile, facts: dict[str, Any]) -> bytes:
+    """The run's model.pt: ``model`` and ``facts`` (epoch, measured accuracy, whether at the threshold) as a NumPy
+    archive; the bytes written, as written (what stands at ``path`` later may be somebody else's)."""
+    import io
+
     from dawnpipe.fileio import atomic_path
     from dawnpipe.programs.contract import CONTRACT
 
@@ -168,9 +171,12 @@ def save_archive(path: Path, model: ModelFile, facts: dict[str, Any]) -> None:
         arrays["file_names"] = np.array(names)
         for i, name in enumerate(names):
             arrays[f"file_{i}"] = np.frombuffer(model.files[name], dtype=np.uint8)
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    data = buffer.getvalue()
     with atomic_path(path) as tmp:
-        with open(tmp, "wb") as f:
-            np.savez(f, **arrays)
+        Path(tmp).write_bytes(data)
+    return data
 
 
 def load_archive(path: Path) -> tuple[ModelFile, dict[str, Any]]:

@@ -263,6 +263,7 @@ class ExportWorker:
         self._log_file: IO[bytes] | None = None
         self._buffer = b""
         self._next_id = 0
+        self._network = ""
 
     # ---------------------------------------------------------------- life
     def __enter__(self) -> ExportWorker:
@@ -281,6 +282,11 @@ class ExportWorker:
         before the first epoch). DawnpipeError with the reason otherwise."""
         if self.running():
             return
+        self.spawn()
+        self.wait_ready()
+
+    def spawn(self) -> None:
+        """Start the worker's process and hand it its setup, without waiting for its answer (``wait_ready``)."""
         self._release()  # a worker that died: its pipes
         if self.sandbox is None:
             self.sandbox = network_sandbox()
@@ -311,7 +317,12 @@ class ExportWorker:
         except OSError as e:
             raise DawnpipeError(f"the export worker cannot be started in {self.workdir} ({e.strerror or e})") from None
         self.pid = self._proc.pid
+        self._network = network
         self._send(self.setup)
+
+    def wait_ready(self) -> None:
+        """The spawned worker's answer to its setup: ready, or DawnpipeError with its reason (it is stopped)."""
+        network = self._network
         ready = self._answer(self.start_seconds, "importing the framework and field 'program.model.factory'")
         if not ready.get("ready"):
             self._stop()
@@ -321,10 +332,20 @@ class ExportWorker:
         if network == "none" and any(name != "lo" for name in seen):
             network = f"available (under {self.isolation} the worker sees interfaces {terminal_safe(', '.join(seen))})"
         self.network = network
+        self._signal(signal.SIGSTOP)  # stopped between exports: the program's code in it runs only while it exports
+
+    def _signal(self, sig: int) -> None:
+        """``sig`` to the worker's process group (it, and whatever the program's code started in it)."""
+        if self._proc is not None:
+            try:
+                os.killpg(self._proc.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
 
     def close(self) -> None:
         """End the worker: its stdin closed (it exits), stopped after CLOSE_SECONDS if it does not."""
         if self._proc is not None:
+            self._signal(signal.SIGCONT)  # stopped between exports: let it read the end of its input
             try:
                 self._proc.stdin.close()
             except OSError:
@@ -392,8 +413,12 @@ class ExportWorker:
             self.start()
         self._next_id += 1
         request_id = self._next_id
-        self._send({"id": request_id, "weights": str(weights), "dest": str(dest)})
-        done = self._answer(self.export_seconds, f"exporting {weights}")
+        self._signal(signal.SIGCONT)
+        try:
+            self._send({"id": request_id, "weights": str(weights), "dest": str(dest)})
+            done = self._answer(self.export_seconds, f"exporting {weights}")
+        finally:
+            self._signal(signal.SIGSTOP)
         if done.get("id") != request_id:
             self._stop()
             raise DawnpipeError(f"{weights}: the export worker answered another request ({terminal_safe(str(done)[:160])}); stopped")

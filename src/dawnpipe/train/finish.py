@@ -34,11 +34,6 @@ from dawnpipe.train.logbook import Logbook
 from dawnpipe.train.outputs import Outputs, publish_checkpoint
 from dawnpipe.train.settings import RunSettings
 
-# run.json's result names the training time interruptions lost ``lost_training_seconds``;
-# a program run's has named it ``lost_seconds`` since program entries began, and keeps that name.
-LOST_FIELD = "lost_training_seconds"
-PROGRAM_LOST_FIELD = "lost_seconds"
-
 
 @dataclass(frozen=True)
 class FinishedRun:
@@ -59,8 +54,7 @@ class Ending:
     stopped_early: bool  # stop_at_threshold ended it before its budget
     resumed_from: int | None  # the epoch this attempt resumed after, else None
     interruptions: list[dict[str, Any]]  # each interruption: its epoch, the seconds it lost, how
-    lost_seconds: float  # their total, counted in the clock
-    lost_field: str = LOST_FIELD  # the result's name for lost_seconds
+    lost_seconds: float  # their total, counted in the clock (run.json's result.lost_training_seconds)
 
 
 def finish(
@@ -92,7 +86,7 @@ def finish(
             stopped_early=ending.stopped_early,
             resumed_from=ending.resumed_from,
         ),
-        ending.lost_field: ending.lost_seconds,
+        "lost_training_seconds": ending.lost_seconds,
         "interruptions": ending.interruptions,
         **own,
     }

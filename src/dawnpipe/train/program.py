@@ -54,6 +54,7 @@ import json
 import os
 import shutil
 import stat
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,7 +72,7 @@ from dawnpipe.programs.freezer import DeviceWatch, Freezer, become_subreaper
 from dawnpipe.tasks import get_task
 from dawnpipe.telemetry import mark_training_clock
 from dawnpipe.train import EntryError
-from dawnpipe.train.finish import PROGRAM_LOST_FIELD, Ending, FinishedRun, finish
+from dawnpipe.train.finish import Ending, FinishedRun, finish
 from dawnpipe.train.interruptions import HEARTBEAT_SECONDS, StopRequest
 from dawnpipe.train.logbook import UNKNOWN, Logbook, epoch_row
 from dawnpipe.train.outputs import Outputs
@@ -84,6 +85,7 @@ AFTER_RUN_STOP_S = 60.0  # seconds a program may take to exit after logging run_
 # dawnpipe's reasons to stop a program that do not make the run a failure
 FINE_STOPS = ("threshold", "after run_stop", "violation")
 THRESHOLD_FILE = "threshold.npz"
+FILE_CLOCK_SLACK_NS = 50_000_000  # a model file's change time may read this much after its hand-over line (a file clock's granularity)
 LEDGER_FILE = "program_ledger.json"
 ANNOUNCED_FILE = "announced.jsonl"  # the epoch_stop lines of the attempt that runs, as they arrive
 
@@ -348,19 +350,33 @@ class Taken:
     """A model file dawnpipe took: where, and what it was then (a later write is a violation)."""
 
     path: Path
-    signature: tuple[int, int]  # (size or file count, newest mtime in ns)
+    signature: tuple[int, int]  # (size or file count, newest change time in ns)
+
+
+def _file_clock_offset(directory: Path) -> int:
+    """How far the clock that stamps files in ``directory`` runs ahead of this process's (ns): a file system on another
+    machine (NFS, a cluster's shared storage) stamps change times with its server's clock."""
+    probe = directory / ".dawnpipe-clock"
+    before = time.time_ns()
+    probe.write_bytes(b"")
+    offset = os.lstat(probe).st_ctime_ns - before
+    probe.unlink()
+    return offset
 
 
 def _signature(path: Path) -> tuple[int, int]:
+    """(size, or the number of entries of a directory; the newest status change time in ns). The change time
+    (ctime), not the modification time: a write, a rename into place and a reset of the modification time
+    (os.utime) all set it to the moment they happen, and nothing but the system's clock can set it back."""
     st = os.lstat(path)
     if not stat.S_ISDIR(st.st_mode):
-        return st.st_size, st.st_mtime_ns
-    count, newest = 0, st.st_mtime_ns
+        return st.st_size, st.st_ctime_ns
+    count, newest = 0, st.st_ctime_ns
     for dirpath, dirnames, filenames in os.walk(path, followlinks=False):
         for name in [*dirnames, *filenames]:
             s = os.lstat(Path(dirpath) / name)
             count += 1
-            newest = max(newest, s.st_mtime_ns)
+            newest = max(newest, s.st_ctime_ns)
     return count, newest
 
 
@@ -395,6 +411,13 @@ class ProgramRun:
         self.weights_framework: str | None = None
         self._scorer: Scorer | None = None
         self._exporter = None
+        self._exports: dict[int, clock.Span] = {}  # epoch -> when the program's factory exported its weights (dawnpipe's clock)
+        self._exporter_waiting = None  # the thread waiting for the export worker's first answer
+        self._exporter_error: DawnpipeError | None = None
+        self.program_env: dict[str, str] = {}  # the entry's program.env, filled
+        self.file_clock_offset_ns = 0  # the model directory's file clock against this process's (_file_clock_offset)
+        self._arrival_lock = threading.Lock()  # the reader threads' (stdout's, stderr's) view of contract 1 evaluations
+        self._evaluation_lines: dict[str, set[str]] = {}  # epoch -> the lines of its evaluation read so far
         self.device_watch: DeviceWatch | None = None
         self.values: dict[str, str] = {}
         self.command_words: list[str] = []
@@ -412,6 +435,7 @@ class ProgramRun:
         for d in (self.models_dir, self.exported_dir):
             shutil.rmtree(d, ignore_errors=True)
             d.mkdir(parents=True)
+        self.file_clock_offset_ns = _file_clock_offset(self.models_dir)
         if self.fresh:
             shutil.rmtree(self.state_dir, ignore_errors=True)  # a run that starts from nothing: no state of an older one
         (self.work / ANNOUNCED_FILE).unlink(missing_ok=True)
@@ -432,7 +456,7 @@ class ProgramRun:
                 values[kind] = str(self.given.layout(kind, self.work, self.entry.task, field))
         self.values = values
         command, extra = contract.fill(self.program, values, self.entry.hyperparameters)
-        self.command_words = command
+        self.command_words, self.program_env = command, dict(extra)
         cwd = program_dir(self.entry)
         if not cwd.is_dir():
             raise ProgramFailed(f"its workdir {cwd} is not a directory" + (" (run the fetch_program stage first)" if self.program.get("source") else ""))
@@ -441,6 +465,9 @@ class ProgramRun:
     def resume_point(self) -> None:
         """Where this attempt takes over: after the epochs kept (and those an attempt killed without a word handed over)."""
         self.recover_kill()
+        if self._exporter is not None:  # one that exported a killed attempt's weights, before the entry's env was filled in
+            self._exporter.close()
+            self._exporter, self._exports = None, {}
         self.timeline = mllog_reader.Timeline(first_epoch=self.ledger.last_epoch + 1, resuming=not self.fresh)
         self.base = self.ledger.clock_seconds  # the clocks where this attempt takes over (interruptions included)
         self.wall_base = self.ledger.wall_seconds  # the wall time earlier attempts took, to their last kept row and their loss
@@ -460,8 +487,10 @@ class ProgramRun:
         )
         self.freezer = Freezer.create()
         self.device_watch = DeviceWatch()
-        freeze_on = self._on_arrival if self.contract >= 2 else None
-        proc = self.process = ProgramProcess(command, cwd=cwd, env=env, freezer=self.freezer, freeze_on=freeze_on)
+        declared = (self.program.get("model") or {}).get("framework")
+        if declared is not None and self._exporter is None:  # before the program: the worker is never one of its processes
+            self._spawn_exporter(declared)
+        proc = self.process = ProgramProcess(command, cwd=cwd, env=env, freezer=self.freezer, freeze_on=self._on_arrival)
         self._record_attempt(proc)
         print(f"train: the program runs with network {proc.network}; frozen while dawnpipe scores by {self.freezer.method}", flush=True)
         budget_end = proc.started + float(self.program["budget_seconds"])
@@ -518,8 +547,17 @@ class ProgramRun:
         return self.finish(code)
 
     def _on_arrival(self, event: mllog_reader.Event, stamp: float) -> bool:
-        """Contract 2, in the thread that reads the program's output: an epoch_stop freezes the program at once,
-        and, for a resumable run, is noted (its stamp) so that an attempt killed before scoring it can still do so."""
+        """In the thread that reads the program's output, whether a line hands a model over and freezes the program at
+        once: under contract 2 an epoch_stop (for a resumable run also noted, its stamp, so that an attempt killed
+        before scoring it can still do so); under contract 1 the line that completes an epoch's evaluation (the later
+        of its eval_stop and eval_accuracy), so that a flood of output read behind it buys the program no time."""
+        if self.contract < 2:
+            if event.key not in ("eval_stop", "eval_accuracy"):
+                return False
+            with self._arrival_lock:
+                seen = self._evaluation_lines.setdefault(str(event.metadata.get("epoch_num")), set())
+                seen.add(event.key)
+                return seen == {"eval_stop", "eval_accuracy"}
         if event.key != "epoch_stop":
             return False
         if self.resumable:
@@ -532,6 +570,8 @@ class ProgramRun:
     def close(self) -> None:
         if self._exporter is not None:
             self._exporter.close()
+            if self._exporter_waiting is not None:
+                self._exporter_waiting.join(timeout=5)
         if self.process is not None:
             self.process.kill()
 
@@ -553,6 +593,7 @@ class ProgramRun:
             if event.key == "run_start":
                 mark_training_clock(self.process.started - self.wall_base)  # the log's wall_hours on the telemetry samples (energy per epoch)
                 self._startup_checked(line)
+                self._exporter_ready(block=False)  # a factory that cannot build the network: said before the program trains on
             elif self.contract >= 2 and event.key == "epoch_stop":
                 epoch = int(event.metadata["epoch_num"])
                 if not froze and self.process.frozen is None:  # frozen already: for a later line, which thaws it
@@ -601,7 +642,9 @@ class ProgramRun:
         if frozen_pids:
             violation = violation or self.device_watch.busy_since(time.time() - (time.perf_counter() - start), frozen_pids)
         if line.event is not None:
-            self.rule.freezes.append(clock.Freeze(start, end, line.stamp, line.event.time_ms, epoch if epoch is not None else -1))
+            exports = tuple(self._exports.values())  # the program's factory at work in this freeze (its epochs'): on the clock
+            self._exports.clear()
+            self.rule.freezes.append(clock.Freeze(start, end, line.stamp, line.event.time_ms, epoch if epoch is not None else -1, exports))
         if violation:
             self._violation(violation)
 
@@ -636,10 +679,9 @@ class ProgramRun:
             return
         self._check_taken_models()
         signature = _signature(path)
-        if self.contract >= 2 and signature[1] > line.wall_ns:
-            self._violation(f"epoch {epoch}'s model ({path.name}) was written after the program logged its epoch_stop")
-            return
-        model = self._read_model(epoch, path)
+        # a model trained on after the hand-over (contract 1: while dawnpipe read a burst of output), by the file system's clock
+        late = signature[1] - self.file_clock_offset_ns > line.wall_ns + FILE_CLOCK_SLACK_NS
+        model = self._read_model(epoch, path)  # read (and scored) while the program is frozen, late or not: its row is shown
         if self.model_format is not None and model.format != self.model_format:
             raise DawnpipeError(f"epoch {epoch}: a {model.format} model after {self.model_format} ones; one format per run")
         self.model_format = model.format
@@ -670,13 +712,15 @@ class ProgramRun:
         print(terminal_safe(words), flush=True)
         if self.contract < 2:
             self._claim(epoch)
+        if late:  # the run is not ranked and the program is stopped, once its model is taken
+            handover = "its epoch_stop" if self.contract >= 2 else "the end of its evaluation"
+            self._violation(f"epoch {epoch}'s model ({path.name}) was written after the program logged {handover}")
         if first and self.settings.stop_at_threshold:
             self._stop_at_threshold = True  # once the freeze has been checked and ended (take)
 
     def _save_threshold(self, model: models.ModelFile, facts: dict[str, Any]) -> None:
         """The model the run will publish as model.pt, and its bytes, which finish checks it against."""
-        models.save_archive(self.work / THRESHOLD_FILE, model, facts)
-        self._threshold_kept = _read_bytes(self.work / THRESHOLD_FILE)
+        self._threshold_kept = models.save_archive(self.work / THRESHOLD_FILE, model, facts)
 
     def _read_model(self, epoch: int, path: Path) -> models.ModelFile:
         from dawnpipe.programs import weights
@@ -684,20 +728,57 @@ class ProgramRun:
         framework = weights.framework_of(path)
         if framework is None:
             return models.read_model(self.models_dir, epoch)
+        declared = (self.program.get("model") or {}).get("framework")
+        if declared is not None and framework != declared:
+            raise DawnpipeError(f"epoch {epoch}: the program wrote {path.name}, {framework} weights, but its entry's program.model.framework is {declared}")
         if self._exporter is None:
-            self.weights_framework = framework
-            self._exporter = weights.ExportWorker(
-                self.program,
-                program_dir(self.entry),
-                framework,
-                item_shape=tuple(self.given.test.images.shape[1:]),
-                threads=int(self.values["threads"]),
-                log=self.work / "export_worker.log",
-            )
-            self._exporter.start()
-            if self.freezer is not None and self._exporter.pid is not None:
-                self.freezer.own_children.add(self._exporter.pid)
-        return self._exporter.export(path, self.exported_dir)
+            self._spawn_exporter(framework)
+        self._exporter_ready()
+        began = time.perf_counter()  # the program's factory at work from here: its time is the program's (clock.Freeze.export)
+        try:
+            return self._exporter.export(path, self.exported_dir)
+        finally:
+            self._exports[epoch] = (began, time.perf_counter())
+
+    def _spawn_exporter(self, framework: str) -> None:
+        """Start the export worker of the program's weights (dawnpipe.programs.weights): it imports the program's factory
+        and builds the network once, while this process goes on; ``_exporter_ready`` waits for its answer."""
+        from dawnpipe.programs import weights
+
+        self.weights_framework = framework
+        self._exporter = weights.ExportWorker(
+            self.program,
+            program_dir(self.entry),
+            framework,
+            item_shape=tuple(self.given.test.images.shape[1:]),
+            threads=int(self.values["threads"]),
+            env=self.program_env,
+            log=self.work / "export_worker.log",
+        )
+        self._exporter.spawn()
+        if self.freezer is not None and self._exporter.pid is not None:
+            self.freezer.own_children.add(self._exporter.pid)
+
+        def wait() -> None:
+            try:
+                self._exporter.wait_ready()
+            except DawnpipeError as e:
+                self._exporter_error = e
+            except Exception as e:  # the worker closed under it (the run ended first): what it was doing, not a traceback
+                self._exporter_error = DawnpipeError(f"the export worker did not start: {type(e).__name__}: {e}")
+
+        self._exporter_waiting = threading.Thread(target=wait, name="export-worker-start", daemon=True)
+        self._exporter_waiting.start()
+
+    def _exporter_ready(self, block: bool = True) -> None:
+        """The export worker has answered its setup (``block``: wait for it; else only if it has); its refusal raised here."""
+        waiting = self._exporter_waiting
+        if waiting is None or (not block and waiting.is_alive()):
+            return
+        waiting.join()
+        self._exporter_waiting = None
+        if self._exporter_error is not None:
+            raise self._exporter_error
 
     def _check_taken_models(self) -> None:
         """Every model taken so far is still as it was taken: a later write of an epoch's model is a violation."""
@@ -774,7 +855,7 @@ class ProgramRun:
                 "base_seconds": self.ledger.clock_seconds[0],
                 # what this attempt's clock is made of, so that an epoch it handed over but had not scored is timed when the run resumes
                 "run_start": list(tl.run_start),
-                "freezes": [[f.start, f.end, f.cause_stamp, f.cause_time_ms, f.epoch] for f in self.rule.freezes],
+                "freezes": [[f.start, f.end, f.cause_stamp, f.cause_time_ms, f.epoch, f.exports] for f in self.rule.freezes],
                 "base": list(self.base),
                 "startup_excess": self._startup_excess(),
                 "wall_base": self.wall_base,
@@ -827,12 +908,13 @@ class ProgramRun:
             return False
         self.values.setdefault("threads", str(self.threads or len(os.sched_getaffinity(0))))
         model = self._read_model(epoch, path)
+        self._exports.pop(epoch, None)  # no freeze to place it in: the attempt that handed it over is gone
         self.model_format = model.format
         if self._scorer is None:
             self._scorer = Scorer(self.given, self.task, self.threads)
         first_before = self._first_reached()
         score = self._scorer.score(model)
-        rule = clock.ClockRule(self.contract, freezes=[clock.Freeze(*f) for f in beat["freezes"]])
+        rule = clock.ClockRule(self.contract, freezes=[clock.Freeze(*f[:5], tuple(tuple(x) for x in f[5]) if len(f) > 5 else ()) for f in beat["freezes"]])
         stop = (float(doc["stamp"]), float(doc["time_ms"]))
         ours, theirs = rule.training_seconds(tuple(beat["run_start"]), stop)
         base, excess = beat["base"], float(beat["startup_excess"])
@@ -856,7 +938,7 @@ class ProgramRun:
                     "startup_seconds": float(beat["startup_seconds"]),
                     "startup_cpu_seconds": float(beat["startup_cpu_seconds"]),
                     "startup_counted_seconds": excess,
-                    "freeze_seconds": clock.covered([(f.start, f.end) for f in rule.freezes], beat["run_start"][0], stop[0]),
+                    "freeze_seconds": clock.covered([span for f in rule.freezes for span in f.spans(0)], beat["run_start"][0], stop[0]),
                     "evaluation_off_clock_seconds": 0.0,
                     "evaluation_counted_seconds": 0.0,
                 },
@@ -915,7 +997,6 @@ class ProgramRun:
             resumed_from=self.ledger.rows[-1]["epoch"] if self.ledger.rows else None,
             interruptions=self.ledger.interruptions,
             lost_seconds=sum(i["lost_seconds"] for i in self.ledger.interruptions),
-            lost_field=PROGRAM_LOST_FIELD,
         )
         result = finish(
             logbook,
@@ -968,7 +1049,9 @@ class ProgramRun:
             if at["evaluation_counted_seconds"] > 0:
                 parts.append(f"evaluation windows {at['evaluation_counted_seconds']:.1f} s longer than dawnpipe's scoring of the same models allows")
             self.ledger.reasons.append(f"work off the clock: {'; '.join(parts)} (counted on the clock, and not ranked)")
-        if at[self.task.metric_column] >= self.threshold and ranked_s <= 0.0:
+        if at[self.task.metric_column] >= self.threshold and epoch < 1:
+            self.ledger.reasons.append(f"no training: the threshold was reached by a model of epoch {epoch}, before any epoch of training")
+        elif at[self.task.metric_column] >= self.threshold and ranked_s <= 0.0:
             self.ledger.reasons.append(f"no training time: epoch {epoch} reached the threshold with nothing on dawnpipe's clock")
 
     def recipe_keys(self) -> dict[str, Any]:
@@ -982,9 +1065,15 @@ class ProgramRun:
         tl = self.timeline
         samples = tl.other.get("train_samples") if _positive(tl.other.get("train_samples")) else self.train_items()  # items per epoch
         e = tl.epochs[n]
-        # the clock runs to the moment the model is handed over: epoch_stop (contract 2), the end of its evaluation (contract 1)
-        handed = e.stop if self.contract >= 2 else e.eval_stop
+        # the clock runs to the moment the model is handed over: epoch_stop (contract 2); under contract 1 the line that
+        # completed the evaluation (its eval_stop, or an eval_accuracy logged after it: what the program did in between is on the clock)
+        handed = e.stop if self.contract >= 2 else (line.stamp, line.event.time_ms)
         ours, theirs = self.rule.training_seconds(tl.run_start, handed)
+        # this epoch's own export (the program's factory, in the freeze after its hand-over) belongs to this epoch, as a
+        # program's own export of ONNX before its epoch_stop does; an earlier epoch's lies on the clock before handed
+        export = self._exports.get(n)
+        exported = export[1] - export[0] if export is not None else 0.0
+        ours, theirs = ours + exported, theirs + exported
         parts = self.rule.parts(tl.run_start[0], handed[0])
         epoch_seconds = max(0.0, e.stop[0] - e.start[0] - clock.covered(self.rule.off_clock(0), e.start[0], e.stop[0])) if n > 0 else 0.0
         excess = self._startup_excess()
@@ -993,8 +1082,9 @@ class ProgramRun:
             self.scores[n],
             clock_seconds=self.base[0] + ours + excess,
             program_seconds=self.base[1] + theirs + excess,
-            # from starting the program (earlier attempts included) to handing the model over: the clock never exceeds it
-            wall_seconds=self.wall_base + handed[0] - self.process.started,
+            # from starting the program (earlier attempts included) to handing the model over (weights: to the end of
+            # their export, which is on the clock): the clock never exceeds it
+            wall_seconds=self.wall_base + (export[1] if export is not None else handed[0]) - self.process.started,
             eval_seconds=float(parts["evaluation_seconds"]),
             epoch_seconds=epoch_seconds,
             lost_seconds=float(sum(i["lost_seconds"] for i in self.ledger.interruptions if i["epoch"] == n)),

@@ -40,6 +40,7 @@ from dawnpipe.programs.mllog_reader import MAX_LINE
 MAX_ECHO_BYTES = 4 << 20  # of the program's output shown in the stage's log
 TAIL_LINES = 30  # last lines of output kept for a failure's report
 PREFIX = "program| "
+ENFORCE_EVERY_S = 0.1  # how often the main loop walks the process tree (a stop's SIGKILL, orphans), at most
 
 
 @dataclass(frozen=True)
@@ -121,6 +122,7 @@ class ProgramProcess:
         self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
         self.echoed_bytes = 0
         self.dropped_lines = 0
+        self._enforced = 0.0  # when enforce last looked
         self.stopped_by: str | None = None  # why dawnpipe stopped it, if it did
         self.stop_started: float | None = None
         self.grace = 10.0
@@ -232,8 +234,13 @@ class ProgramProcess:
             self.freezer.signal_all(signal.SIGCONT)  # a stopped process acts on SIGTERM only once running
 
     def enforce(self) -> None:
-        """SIGKILL all of it when a stop's grace period is over."""
-        if self.stop_started is not None and time.perf_counter() - self.stop_started >= self.grace:
+        """SIGKILL all of it when a stop's grace period is over; collect orphans. At most every ENFORCE_EVERY_S seconds,
+        however many lines arrive between: walking the process tree per line would let a flood of output slow the harness."""
+        now = time.perf_counter()
+        if now - self._enforced < ENFORCE_EVERY_S:
+            return
+        self._enforced = now
+        if self.stop_started is not None and now - self.stop_started >= self.grace:
             self.freezer.signal_all(signal.SIGKILL)
         self.freezer.reap()
 
