@@ -372,9 +372,13 @@ class Check:
         elif step.name == "clock":
             if not (prepared / "manifest.json").is_file():
                 return self.skip(step, f"needs {_shown(prepared, self.out)}, which the data step makes")
+            from dawnpipe.pipeline.stages import TRAIN, command_words
+            from dawnpipe.pipeline.values import train_settings
+
             argv = [sys.executable, str(ROOT / "bench" / "gpu_reference.py"), "clock", "--out-dir", str(self.files / "clock")]
-            argv += ["--entry", str(ROOT / "config" / "entries" / "fastnet.yaml"), "--seed", "0", "--data", str(prepared), "--stop-at-threshold"]
-            argv += ["--telemetry-interval", "0"]
+            # the run's words of the train stage's command, from the stage table (gpu_reference adds its outputs)
+            run = {"entry_file": ROOT / "config/entries/fastnet.yaml", "seed": 0, "data": prepared, "telemetry_interval": 0}
+            argv += command_words(TRAIN, {**run, "settings": train_settings(stop_at_threshold=True)})[1:]
             self.run_process(step, argv)
         return None
 

@@ -84,13 +84,13 @@ def train_command(
     test_limit: int | None = None,
     threads: int | None = None,
     telemetry_interval: float | None = 0.0,
-    extra: list[str] | None = None,
+    resume: bool = False,
 ) -> list[str]:
     """The train stage for one run of ``entry`` into ``run``, written from the
     stage table as the pipeline writes it (dawnpipe.pipeline.stages.TRAIN: its
-    outputs under their names in ``run``), never resuming: by default stopping
-    at ``threshold``, telemetry off (``telemetry_interval`` None: the stage's
-    default sampling)."""
+    outputs under their names in ``run``), never resuming unless ``resume``
+    (the stage's own default): by default stopping at ``threshold``, telemetry
+    off (``telemetry_interval`` None: the stage's default sampling)."""
     from dawnpipe.pipeline.stages import TRAIN, command_words, outputs_in
     from dawnpipe.pipeline.values import train_settings
 
@@ -104,7 +104,7 @@ def train_command(
         "settings": settings,
         "telemetry_interval": telemetry_interval,
     }
-    return [sys.executable, "-m", "dawnpipe", *command_words(TRAIN, values), "--no-resume", *(extra or [])]
+    return [sys.executable, "-m", "dawnpipe", *command_words(TRAIN, values), *([] if resume else ["--no-resume"])]
 
 
 def ensure_checkpoint(entry: Path, seed: int, data: Path, threshold: float) -> Path:

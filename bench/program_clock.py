@@ -64,8 +64,7 @@ def goal(seconds: float) -> float:
 
 def one_run(entry_file: Path, data: Path, items: int, threads: int, out: Path) -> list[dict]:
     """Every epoch of one run: the program's own measure, dawnpipe's clock, and the program's clock (time_ms)."""
-    extra = ["--threads", str(threads), "--train-limit", str(items), "--telemetry-interval", "1"]
-    command = [w for w in train_command(entry_file, 0, data, out, 101.0, extra=extra) if w != "--no-resume"]
+    command = train_command(entry_file, 0, data, out, 101.0, threads=threads, train_limit=items, telemetry_interval=1, resume=True)
     subprocess.run(command, check=True, env=env(), cwd=ROOT, stdout=subprocess.DEVNULL)
     logged = read_run_info(out / "run.json")["program"]["logged"]
     log = pd.read_parquet(out / "train.parquet")

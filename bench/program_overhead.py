@@ -98,9 +98,8 @@ def bare_seconds(entry: Entry, given: GivenData, work: Path, seed: int, threads:
 def harness_seconds(entry_file: Path, data: Path, limits: tuple[int, int], seed: int, threads: int, out: Path) -> tuple[float, float]:
     """(the program's own clock, dawnpipe's clock) of one run through the train stage, on the first ``limits`` items."""
     # sampled every second, as the workflow runs it; the threshold above 100% is never reached: its whole budget
-    extra = ["--threads", str(threads), "--telemetry", str(out / "telemetry.parquet"), "--telemetry-interval", "1"]
-    extra += ["--train-limit", str(limits[0]), "--test-limit", str(limits[1])]
-    subprocess.run(train_command(entry_file, seed, data, out, 101.0, extra=extra), check=True, env=env(), cwd=ROOT, stdout=subprocess.DEVNULL)
+    command = train_command(entry_file, seed, data, out, 101.0, threads=threads, telemetry_interval=1, train_limit=limits[0], test_limit=limits[1])
+    subprocess.run(command, check=True, env=env(), cwd=ROOT, stdout=subprocess.DEVNULL)
     clock = read_run_info(out / "run.json")["program"]["clock"]
     return clock["program_seconds"], clock["dawnpipe_seconds"]
 

@@ -14,11 +14,15 @@ A record is one JSON file, ``docs/measurements/<name>.json``:
      "result": {... what the script measured, its own keys ...}}
 
 The load average when the script started (this module's import) and when it
-wrote the record says whether the machine was quiet: a measurement taken
-while other jobs shared the cores is a measurement of them too. A record
-says ``"quiet": false`` (and the script says so on stderr, and the docs beside
-its table) when the one-minute load average at its start was above
-``LOAD_CEILING`` per core: something else was running.
+wrote the record, and the cores other processes kept busy meanwhile, say
+whether the machine was quiet: a measurement taken while other jobs shared
+the cores is a measurement of them too. A record says ``"quiet": false`` (and
+the script says so on stderr, and the docs beside its table) when the
+one-minute load average at its start was above ``LOAD_CEILING`` per core
+(something was running), or when other processes used more than
+``FOREIGN_CEILING`` cores on average while it ran (``foreign_cores``: the
+machine's busy CPU time less the script's own and its children's, over the
+wall time; something ran beside it).
 
 Written only when the script is asked to (``--record``): a test run of a bench
 script never replaces the record of a real measurement. Written atomically
@@ -31,6 +35,7 @@ import argparse
 import os
 import shlex
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +49,37 @@ from dawnpipe.runinfo import cpu_model, git_state, now_iso  # noqa: E402
 RECORDS = ROOT / "docs" / "measurements"
 LOAD_AT_START = list(os.getloadavg())  # at import, i.e. when the bench script started
 LOAD_CEILING = 0.5  # of the one-minute load average per core at the start, above which a machine is not quiet
+FOREIGN_CEILING = 0.1  # cores, on average over the measurement, that other processes may use on a quiet machine
+
+
+def _busy_cpu_seconds() -> float | None:
+    """CPU seconds the whole machine has been busy (every core, user and system time; not idle, I/O wait or steal)."""
+    try:
+        import psutil
+    except ImportError:
+        return None
+    t = psutil.cpu_times()
+    return sum(getattr(t, name, 0.0) for name in ("user", "nice", "system", "irq", "softirq"))
+
+
+def _own_cpu_seconds() -> float:
+    """CPU seconds of this process and of the descendants it (or they) waited for: the measurement's own work."""
+    import resource
+
+    return sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)))
+
+
+_START = (time.monotonic(), _busy_cpu_seconds(), _own_cpu_seconds())
+
+
+def foreign_cores() -> float | None:
+    """Cores other processes kept busy, on average, since the script started: the machine's busy CPU time less the
+    script's own and its children's, over the wall time. The load average at the start says whether something was
+    running then; this says whether something ran during the measurement."""
+    wall, busy, own = time.monotonic() - _START[0], _busy_cpu_seconds(), _own_cpu_seconds() - _START[2]
+    if busy is None or _START[1] is None or wall <= 0:
+        return None
+    return max(0.0, (busy - _START[1]) - own) / wall
 
 
 def add_record_flag(parser: argparse.ArgumentParser, name: str) -> None:
@@ -123,14 +159,17 @@ def command_line(argv: list[str] | None = None) -> str:
     return shlex.join(["python", shown_path(argv[0]), *rest])
 
 
-def quiet(load: float | None = None) -> bool:
-    """Whether the one-minute load average at the script's start was at most LOAD_CEILING per core."""
-    return (LOAD_AT_START[0] if load is None else load) <= LOAD_CEILING * (os.cpu_count() or 1)
+def quiet(load: float | None = None, foreign: float | None = None) -> bool:
+    """Whether the one-minute load average at the script's start was at most LOAD_CEILING per core, and other
+    processes used at most FOREIGN_CEILING cores on average while it ran (where that could be measured)."""
+    calm_start = (LOAD_AT_START[0] if load is None else load) <= LOAD_CEILING * (os.cpu_count() or 1)
+    return calm_start and (foreign is None or foreign <= FOREIGN_CEILING)
 
 
 def write_record(name: str, result: dict[str, Any], *, out_dir: Path = RECORDS, argv: list[str] | None = None) -> Path:
     """Write ``result`` with the machine, commit, date and command to ``out_dir/<name>.json``; its path."""
     git = git_state(ROOT)
+    foreign = foreign_cores()
     record = {
         "name": name,
         "command": command_line(argv),
@@ -139,13 +178,17 @@ def write_record(name: str, result: dict[str, Any], *, out_dir: Path = RECORDS, 
         "dirty": git["dirty"],
         "machine": machine(),
         "load_average": {"start": LOAD_AT_START, "end": list(os.getloadavg())},
-        "quiet": quiet(),
+        "foreign_cores": foreign,
+        "quiet": quiet(foreign=foreign),
         "load_ceiling": LOAD_CEILING * (os.cpu_count() or 1),
+        "foreign_ceiling": FOREIGN_CEILING,
         "result": result,
     }
     if not record["quiet"]:
         print(
-            f"record: the machine was not quiet (load {LOAD_AT_START[0]:.2f} at the start, above {record['load_ceiling']:g}): the record says so",
+            f"record: the machine was not quiet (load {LOAD_AT_START[0]:.2f} at the start, ceiling {record['load_ceiling']:g}; "
+            f"other processes used {'unknown' if foreign is None else f'{foreign:.2f}'} cores on average while it ran, "
+            f"ceiling {FOREIGN_CEILING:g}): the record says so",
             file=sys.stderr,
             flush=True,
         )

@@ -5,6 +5,7 @@ rests on, so that docs/studies.md's tables are generated, never typed.
     snakemake --cores all results/studies/lesion-fastnet.html --configfile config/studies-fastnet.yaml
     python bench/studies.py lesion-fastnet --record      # -> docs/measurements/study-lesion-fastnet.json
     python bench/studies.py --all --record               # every results/studies/*.json
+    python bench/studies.py lesion-fastnet --run --record   # run it first: the record's quiet check covers its training
 
 Without --record it prints what it would record, one line per variant. The
 record keeps the study's claim, design, seeds and ladder, and per variant
@@ -140,6 +141,21 @@ def study_record(name: str, results: Path, configfile: str | None = None) -> dic
     }
 
 
+def run_study(name: str, configfile: str | None = None) -> None:
+    """Run study ``name`` with the Snakemake command made_by names, from the repository's root (its output on ours)."""
+    import subprocess
+
+    command = made_by(name, configfile)
+    if command is None:
+        raise DawnpipeError(f"study {name}: no single configuration of config/ names it; give --configfile")
+    print(f"studies: {command}", flush=True)
+    words = shlex.split(command)
+    beside = Path(sys.executable).parent / words[0]  # the snakemake of this interpreter's environment
+    done = subprocess.run([str(beside) if beside.is_file() else words[0], *words[1:]], cwd=ROOT)
+    if done.returncode != 0:
+        raise DawnpipeError(f"study {name}: {command} failed (exit {done.returncode}); its output is above")
+
+
 def describe(record: dict[str, Any]) -> list[str]:
     """One line per variant: what the record holds, for the terminal."""
     top = str(record["ladder"][-1])
@@ -163,6 +179,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--all", action="store_true", help="every study under RESULTS/studies")
     p.add_argument("--results", type=Path, default=ROOT / "results", help="the pipeline's results directory (default results)")
     p.add_argument("--configfile", help="the configuration the studies ran under (default: the config/*.yaml whose `studies` names each)")
+    p.add_argument(
+        "--run",
+        action="store_true",
+        help="run each study's Snakemake command first (what made_by names), so that the record's quiet check covers its training",
+    )
     add_record_flag(p, "study-<name>")
     args = p.parse_args(argv)
     argv = [__file__, *(sys.argv[1:] if argv is None else argv)]
@@ -172,6 +193,8 @@ def main(argv: list[str] | None = None) -> int:
     if not names:
         p.error("name a study, or --all")
     for name in names:
+        if args.run:
+            run_study(name, args.configfile)
         record = study_record(name, args.results, args.configfile)
         print("\n".join(describe(record)), flush=True)
         if args.record:

@@ -59,12 +59,9 @@ SEED_RECIPE = ROOT / "config/entries/resnet20-dawn.yaml"
 def train(entry: Path, seed: int, args, out: Path) -> dict:
     """One run of ``entry`` with ``seed`` to the threshold; its time-to-accuracy record."""
     run = out / entry.stem / f"seed{seed}"
-    extra = []
-    for flag, value in (("--train-limit", args.train_limit), ("--test-limit", args.test_limit), ("--threads", args.threads)):
-        if value is not None:
-            extra += [flag, str(value)]
     # from the repository's root: a program entry's workdir is relative to it (docs/programs.md)
-    command = train_command(entry.resolve(), seed, Path(args.data).resolve(), run.resolve(), args.threshold, extra=extra)
+    limits = {"train_limit": args.train_limit, "test_limit": args.test_limit, "threads": args.threads}
+    command = train_command(entry.resolve(), seed, Path(args.data).resolve(), run.resolve(), args.threshold, **limits)
     done = subprocess.run(command, env=env(), cwd=ROOT)
     if done.returncode != 0:
         raise DawnpipeError(f"training {entry.stem} seed {seed} failed (exit {done.returncode}); its output is above")

@@ -105,16 +105,24 @@ def commit_text(commit: str | None, dirty: bool | None) -> str:
     return shown + (" with uncommitted changes" if dirty else "" if dirty is False else " (clean or not: unknown)")
 
 
+def quiet_text(record: dict[str, Any]) -> str:
+    """Why a record says its machine was not quiet: the load at its start, other processes' work while it ran."""
+    why = []
+    start = (record.get("load_average") or {}).get("start") or [None]
+    if start[0] is not None and start[0] > record["load_ceiling"]:
+        why.append(f"the load average at the start ({start[0]:.2f}) was above the ceiling of {record['load_ceiling']:g}")
+    foreign = record.get("foreign_cores")
+    if foreign is not None and foreign > record.get("foreign_ceiling", float("inf")):
+        why.append(f"other processes kept {foreign:.2f} cores busy on average while it ran (ceiling {record['foreign_ceiling']:g})")
+    return f"**Not a quiet machine:** {'; '.join(why) or 'the record says so'}; other work shared the cores."
+
+
 def provenance(record: dict[str, Any], link: str) -> list[str]:
     """The line every generated table starts with: machine, commit, date, command, and the record."""
     return [
         f"Measured on {machine_text(record.get('machine') or {})}; at commit {commit_text(record.get('commit'), record.get('dirty'))}; "
         f"{record.get('date')}{load_text(record.get('load_average'))}; by `{record.get('command')}` (record: [{link}]({link})).",
-        *(
-            [f"**Not a quiet machine:** the load average at the start was above the ceiling of {record['load_ceiling']:g}; other work shared the cores."]
-            if record.get("quiet") is False
-            else []
-        ),
+        *([quiet_text(record)] if record.get("quiet") is False else []),
         "",
     ]
 
@@ -619,8 +627,10 @@ def missing_line(name: str, root: Path = ROOT) -> str:
             sys.path.insert(0, str(root / "bench"))
         from studies import made_by
 
-        run = made_by(study, root=root) or f"snakemake --cores all results/studies/{study}.html --configfile <the config naming it>"
-        return f"Not measured yet: run `{run}`, then `python bench/studies.py {study} --record` and `make docs`."
+        if made_by(study, root=root) is None:
+            run = f"snakemake --cores all results/studies/{study}.html --configfile <the config naming it>"
+            return f"Not measured yet: run `{run}`, then `python bench/studies.py {study} --record` and `make docs`."
+        return f"Not measured yet: run `python bench/studies.py {study} --run --record` (it runs the study's Snakemake command first), then `make docs`."
     if name.startswith("stability-"):
         entry = name.removeprefix("stability-")
         return f"Not measured yet: run `python bench/stability.py config/entries/{entry}.yaml --seeds 5 --record`, then `make docs`."

@@ -24,6 +24,10 @@ from conftest import ROOT, tool_env
 from nvml_stand_in import FakeGpu, NvmlStandIn
 from tiny_training import TEST_LIMIT, THRESHOLD, TRAIN_LIMIT, write_entry
 
+from dawnpipe.models.precision import used_precision
+from dawnpipe.pipeline.stages import TRAIN, command_words
+from dawnpipe.pipeline.values import train_settings
+
 sys.path.insert(0, str(ROOT / "bench"))
 import gpu_bundle
 import gpu_check
@@ -316,9 +320,9 @@ def fake_events_clock(tmp_path_factory, prepared_fashion_mnist) -> Path:
     """A tiny real training run by dawnpipe's loop in this process, with stand-in events around its clock."""
     tmp = tmp_path_factory.mktemp("clock")
     entry = write_entry(tmp / "tiny.yaml")
-    args = ["--entry", str(entry), "--seed", "0", "--data", str(prepared_fashion_mnist), "--threshold", str(THRESHOLD)]
-    args += ["--train-limit", str(TRAIN_LIMIT), "--test-limit", str(TEST_LIMIT), "--threads", "1", "--telemetry-interval", "0"]
-    doc = gpu_reference.clock(args, tmp / "clock", new_event=FakeEvent, sync=no_sync)
+    settings = train_settings(THRESHOLD, train_limit=TRAIN_LIMIT, test_limit=TEST_LIMIT)
+    run = {"entry_file": entry, "seed": 0, "data": prepared_fashion_mnist, "threads": 1, "telemetry_interval": 0, "settings": settings}
+    doc = gpu_reference.clock(command_words(TRAIN, run)[1:], tmp / "clock", new_event=FakeEvent, sync=no_sync)
     (tmp / "clock" / "clock.json").write_text(json.dumps(doc))
     return tmp / "clock"
 
@@ -532,7 +536,8 @@ def test_cpu_dry_run_runs_every_step_and_invents_no_gpu_number(bundle, tmp_path)
     tta = json.loads((runs / "fastnet" / "seed0" / "time_to_accuracy.json").read_text())
     eager = json.loads((runs / "fastnet" / "seed0" / "latency" / "eager.json").read_text())
     fast = s["training"]["fastnet"]
-    assert fast["device"] == "cpu" and fast["precision"] == "bf16" and fast["train_items"] == 1000 and fast["threshold"] == 15.0
+    native = used_precision("auto", "cpu")[0]  # fastnet's precision: auto, bf16 on a CPU with bf16 instructions, else fp32
+    assert fast["device"] == "cpu" and fast["precision"] == native and fast["train_items"] == 1000 and fast["threshold"] == 15.0
     assert fast["time_to_accuracy_s"] == pytest.approx(tta["time_to_accuracy_hours"] * 3600) and fast["epochs_to_accuracy"] == tta["epochs_to_accuracy"]
     assert sum(fast["epoch_seconds"][: int(tta["epochs_to_accuracy"])]) == pytest.approx(fast["time_to_accuracy_s"])
     backends = s["inference"]["fastnet"]["backends"]
@@ -575,4 +580,4 @@ def test_cpu_dry_run_runs_every_step_and_invents_no_gpu_number(bundle, tmp_path)
         == f"bash bench/gpu_check.sh --cpu-dry-run --out DIR --bundle {bundle}, then bash bench/gpu_check.sh --cpu-dry-run --out DIR --bundle {bundle} --steps cpu"
     )
     rendered = "\n".join(docs.render_gpu_check(doc))
-    assert f"| `fastnet` | cpu | bf16 | {docs.num(fast['time_to_accuracy_s'], 1, ' s')} to 15% |" in rendered
+    assert f"| `fastnet` | cpu | {native} | {docs.num(fast['time_to_accuracy_s'], 1, ' s')} to 15% |" in rendered
