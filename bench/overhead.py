@@ -61,11 +61,13 @@ from dawnpipe.train.torch_base import pick_device, seed_everything
 from dawnpipe.train.torch_trainer import ImageTrainer
 from dawnpipe.train.distributed import SINGLE
 from dawnpipe.train.settings import RunSettings
+from dawnpipe.train.cli import computing_precision
 entry_path, data, items, epochs, threads, seed = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
 torch.set_num_threads(threads)
 entry = load_entry(entry_path)
 task = get_task(entry["task"])
 settings = RunSettings.of(run_settings(entry, seed=seed, threshold=101.0, official_threshold=task.threshold, train_limit=items, test_limit=1000, stop_at_threshold=False))
+settings, _ = computing_precision(settings)  # the stage's own choice for an entry's precision: auto
 gen = seed_everything(seed)
 trainer = ImageTrainer(settings, data, rank=SINGLE, gen=gen, device=pick_device(entry["device"], SINGLE))
 

@@ -74,10 +74,7 @@ def test_a_missing_record_says_how_to_make_it(tmp_path):
     text = generated(page)
     assert "Not measured yet: run `python bench/tta.py --record`, then `make docs`." in text
     assert "Not measured yet: run `python bench/page_load.py --record`" in text
-    assert (
-        "run `snakemake --cores all results/studies/lesion-fastnet.html --configfile config/studies-fastnet.yaml`, "
-        "then `python bench/studies.py lesion-fastnet --record`" in text
-    )
+    assert "run `python bench/studies.py lesion-fastnet --run --record` (it runs the study's Snakemake command first)" in text
     assert "stale text" not in text and text.count("<!-- end generated -->") == 3
     assert "Prose about tta." in text  # the hand-written prose is kept
     page.write_text(text)
@@ -273,8 +270,12 @@ def test_a_record_taken_on_a_busy_machine_says_so(tmp_path, monkeypatch):
     text = "\n".join(docs.provenance(written, "measurements/overhead.json"))
     assert "**Not a quiet machine:**" in text
     monkeypatch.setattr(record, "LOAD_AT_START", [0.0, 0.0, 0.0])
+    monkeypatch.setattr(record, "foreign_cores", lambda: 0.0)  # nothing else ran (this suite's other workers do)
     calm = json.loads(record.write_record("overhead", OVERHEAD, out_dir=tmp_path, argv=["bench/overhead.py"]).read_text())
     assert calm["quiet"] is True and "Not a quiet machine" not in "\n".join(docs.provenance(calm, "measurements/overhead.json"))
+    monkeypatch.setattr(record, "foreign_cores", lambda: 0.5)  # a calm start, then something else ran half a core
+    busy_during = json.loads(record.write_record("overhead", OVERHEAD, out_dir=tmp_path, argv=["bench/overhead.py"]).read_text())
+    assert busy_during["quiet"] is False and busy_during["foreign_cores"] == 0.5
 
 
 def test_one_seed_shows_no_spread_rather_than_a_coefficient_of_zero():

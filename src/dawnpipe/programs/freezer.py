@@ -114,6 +114,7 @@ class Freezer:
     root_pid: int | None = None
     own_children: set[int] = field(default_factory=set)  # dawnpipe's own helpers (never frozen, never the program's)
     reaped_cpu: float = 0.0  # CPU seconds of the program's orphans dawnpipe reaped
+    root_started: float | None = None  # the root's start time, kept: the root may exit before its orphans
 
     @classmethod
     def create(cls, prefer: str = "auto") -> Freezer:
@@ -141,6 +142,10 @@ class Freezer:
 
     def started(self, pid: int) -> None:
         self.root_pid = pid
+        try:
+            self.root_started = psutil.Process(pid).create_time()
+        except psutil.Error:  # gone already: its orphans, if any, are still the program's
+            self.root_started = None
 
     # ------------------------------------------------------------ the program's processes
     def tree(self) -> dict[int, psutil.Process]:
@@ -167,8 +172,10 @@ class Freezer:
         """A child of dawnpipe's that the program did not start (it began before the program)."""
         if self.root_pid is None:
             return True
+        if self.root_started is None:
+            return False
         try:
-            return proc.create_time() < psutil.Process(self.root_pid).create_time()
+            return proc.create_time() < self.root_started
         except psutil.Error:
             return False
 
@@ -229,8 +236,8 @@ class Freezer:
         while True:  # until the tree holds still: a process may fork, or sit in the kernel, while the others stop
             running = []
             for pid, p in self.tree().items():
-                if _status(p) not in (psutil.STATUS_STOPPED, psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD, None):
-                    running.append(pid)
+                if not _held(p):
+                    running.append(p)
                     try:
                         os.kill(pid, signal.SIGSTOP)
                     except ProcessLookupError:
@@ -238,7 +245,10 @@ class Freezer:
             if not running:
                 return
             if time.perf_counter() > deadline:
-                raise FreezeError(f"{len(running)} of the program's processes did not stop within {FREEZE_WAIT_S:g} s (SIGSTOP)")
+                raise FreezeError(
+                    f"{len(running)} of the program's processes did not stop within {FREEZE_WAIT_S:g} s (SIGSTOP; "
+                    f"{_describe(running[0])}, {_status(running[0])})"
+                )
             time.sleep(0.002)
 
     def check(self, frozen: Frozen) -> str | None:
@@ -248,7 +258,7 @@ class Freezer:
             inside = self.members()
             outside = [pid for pid in procs if pid not in inside and _alive(procs[pid])]
         else:
-            outside = [pid for pid, p in procs.items() if _status(p) not in (psutil.STATUS_STOPPED, psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD, None)]
+            outside = [pid for pid, p in procs.items() if not _held(p)]
         if outside:
             return f"a process of the program ran outside the frozen set during dawnpipe's freeze ({_describe(procs[outside[0]])})"
         new = [pid for pid in procs if pid not in frozen.pids]
@@ -347,6 +357,31 @@ def _status(p: psutil.Process) -> str | None:
         return p.status()
     except psutil.Error:
         return None
+
+
+def _held(p: psutil.Process) -> bool:
+    """Runs none of its own code until thawed: stopped, gone, or in the kernel with a SIGSTOP waiting.
+
+    The last is a process that cannot stop where it is: a parent in ``vfork`` waits, uninterruptibly, for a
+    child that the stop caught before its ``exec``; the waiting SIGSTOP stops it as it leaves the kernel.
+    """
+    status = _status(p)
+    if status in (psutil.STATUS_STOPPED, psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD, None):
+        return True
+    return status == psutil.STATUS_DISK_SLEEP and _stop_pending(p.pid)
+
+
+def _stop_pending(pid: int) -> bool:
+    """A SIGSTOP waits for the process (its own pending set, or its thread group's)."""
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    bit = 1 << (signal.SIGSTOP - 1)
+    for line in text.splitlines():
+        if line.startswith(("SigPnd:", "ShdPnd:")) and int(line.split()[1], 16) & bit:
+            return True
+    return False
 
 
 def _describe(p: psutil.Process) -> str:
