@@ -118,6 +118,7 @@ def test_a_killed_program_run_resumes_to_the_same_epochs_and_scores(runs):
     assert sorted(whole_claims) == [1, 2, 3, 4] and all(c["agrees"] for c in whole_claims.values())
     assert killed_claims and all(c == whole_claims[c["epoch"]] for c in killed_claims)
     assert run_json(whole)["result"]["threshold_epoch"] == run_json(killed)["result"]["threshold_epoch"] == 1
+    assert run_json(whole)["result"]["resumed_from_epoch"] is None  # one attempt: it resumed from nothing
 
 
 def test_the_lost_time_is_counted_and_the_clock_agrees_with_the_programs_own(runs):
@@ -147,4 +148,5 @@ def test_a_program_without_state_starts_again(tmp_path, fashion_mnist_source):
     assert kill_after(work, 8.0, after="attempt")  # in its second or third epoch
     run_snakemake(work, *snakemake(work, "--rerun-incomplete")[1:], timeout=1800)
     assert run_json(work)["result"]["interruptions"] == []  # it started again: nothing of the killed attempt counted
+    assert run_json(work)["result"]["resumed_from_epoch"] is None
     assert list(log_of(work).index) == [1, 2, 3]

@@ -426,6 +426,7 @@ class ProgramRun:
         self.startup_cpu = 0.0  # CPU seconds of the program's processes by its run_start
         self._last_heartbeat = 0.0
         self.fresh = not (self.ledger.rows or self.ledger.interruptions or self.ledger.heartbeat)
+        self.resumed_from = self.ledger.last_epoch if self.ledger.rows else None  # the epoch this attempt continues after
         self.timeline = mllog_reader.Timeline()
         self.base, self.wall_base = (0.0, 0.0), 0.0
         self._threshold_kept = _read_bytes(self.work / THRESHOLD_FILE)  # the model dawnpipe last wrote there, as written
@@ -994,7 +995,7 @@ class ProgramRun:
             wall_start=tl.run_start[0],
             wall_end=tl.run_stop[0] if tl.run_stop is not None else None,
             stopped_early=proc.stopped_by in ("threshold",),
-            resumed_from=self.ledger.rows[-1]["epoch"] if self.ledger.rows else None,
+            resumed_from=self.resumed_from,
             interruptions=self.ledger.interruptions,
             lost_seconds=sum(i["lost_seconds"] for i in self.ledger.interruptions),
         )
