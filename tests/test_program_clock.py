@@ -245,6 +245,15 @@ def test_the_freeze_holds_every_process_of_the_program(method):
     assert not freezer.tree()
 
 
+def test_a_stop_waiting_for_a_process_in_the_kernel_is_read_from_its_status():
+    """A vfork parent cannot stop until its child execs: its pending SIGSTOP (bit 19, mask 0x40000) says it will."""
+    from dawnpipe.programs.freezer import stop_pending_in
+
+    assert stop_pending_in("State:\tD (disk sleep)\nSigPnd:\t0000000000000000\nShdPnd:\t0000000000040000\n")
+    assert stop_pending_in("SigPnd:\t0000000000040000\nShdPnd:\t0000000000000000\n")
+    assert not stop_pending_in("SigPnd:\t0000000000000100\nShdPnd:\t0000000000000002\n")  # SIGUSR1, SIGINT: no stop
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="only root can move a process out of a cgroup")
 def test_a_process_that_leaves_the_frozen_cgroup_is_a_violation():
     become_subreaper()

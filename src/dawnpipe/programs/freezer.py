@@ -374,11 +374,15 @@ def _held(p: psutil.Process) -> bool:
 def _stop_pending(pid: int) -> bool:
     """A SIGSTOP waits for the process (its own pending set, or its thread group's)."""
     try:
-        text = Path(f"/proc/{pid}/status").read_text()
+        return stop_pending_in(Path(f"/proc/{pid}/status").read_text())
     except OSError:
         return False
+
+
+def stop_pending_in(status: str) -> bool:
+    """Whether a ``/proc/<pid>/status`` text shows a SIGSTOP pending (``SigPnd`` or ``ShdPnd``, hexadecimal masks)."""
     bit = 1 << (signal.SIGSTOP - 1)
-    for line in text.splitlines():
+    for line in status.splitlines():
         if line.startswith(("SigPnd:", "ShdPnd:")) and int(line.split()[1], 16) & bit:
             return True
     return False
