@@ -31,9 +31,14 @@ def tf32_flags():
 
 @pytest.fixture
 def stand_in_cuda(monkeypatch, tf32_flags):
-    """torch believes a CUDA device 0 is there (the code under test makes no CUDA call), TF32 allowed."""
+    """torch believes one CUDA device 0 is there (the code under test makes no CUDA call), TF32 allowed. Its count,
+    name and capability are stood in too: torch's cuDNN version check, on its first call in a process, reads the
+    capability of every device it is told of, and fails on none."""
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=None: "stand-in CUDA device")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda i=None: (9, 0))
 
 
 @pytest.mark.parametrize("where", ["train", "infer"])
@@ -56,7 +61,7 @@ def test_a_cpu_device_leaves_the_tf32_flags_alone(tf32_flags):
     assert pick_device("cpu") == torch.device("cpu") and torch.backends.cudnn.allow_tf32 is True
 
 
-def test_run_environment_says_whether_tf32_was_allowed(stand_in_cuda):
+def test_run_environment_says_whether_tf32_was_allowed_on_a_stand_in_cuda_device(stand_in_cuda):
     from dawnpipe.models.precision import use_ieee_fp32
     from dawnpipe.runinfo import torch_environment
 

@@ -540,7 +540,10 @@ def test_the_docs_minimal_program_runs_as_an_entry_and_is_verified(tmp_path, pre
     }
     assert '(entry: program.model.factory "train:Net", framework torch,' in code  # the comment says what the entry holds
     (tmp_path / "minimal.yaml").write_text(yaml.safe_dump(entry))
-    proc = run_cli("train", *train_args(tmp_path / "minimal.yaml", prepared_fashion_mnist, tmp_path / "run")[1:])
+    # 12,000 training items: its unseeded SGD clears 75% within its 3 epochs on every seed tried (the lowest of 30
+    # seeds: 79.2%); on the 2,000 of the other tiny runs one seed in five stayed under 75%.
+    args = train_args(tmp_path / "minimal.yaml", prepared_fashion_mnist, tmp_path / "run", train_limit=12_000)
+    proc = run_cli("train", *args[1:])
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     run = json.loads((tmp_path / "run/run.json").read_text())
     assert run["program"]["excluded"] is None and run["program"]["weights"] == "torch"

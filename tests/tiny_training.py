@@ -53,9 +53,11 @@ def write_entry(path: Path, **changes) -> Path:
     return path
 
 
-def train_args(entry: Path, data: Path, out: Path, *, seed: int = 0, threads: int = 1, extra: tuple[str, ...] = ()) -> list[str]:
+def train_args(
+    entry: Path, data: Path, out: Path, *, seed: int = 0, threads: int = 1, train_limit: int = TRAIN_LIMIT, extra: tuple[str, ...] = ()
+) -> list[str]:
     """The train stage's command for a tiny run into ``out`` (its per-epoch state in out/work), then ``extra``."""
-    settings = train_settings(THRESHOLD, train_limit=TRAIN_LIMIT, test_limit=TEST_LIMIT)
+    settings = train_settings(THRESHOLD, train_limit=train_limit, test_limit=TEST_LIMIT)
     return [*train_command(entry, data, out, seed=seed, settings=settings, work_dir=out / "work", threads=threads), *extra]
 
 
