@@ -40,7 +40,9 @@ from dawnpipe.programs.mllog_reader import MAX_LINE
 MAX_ECHO_BYTES = 4 << 20  # of the program's output shown in the stage's log
 TAIL_LINES = 30  # last lines of output kept for a failure's report
 PREFIX = "program| "
-ENFORCE_EVERY_S = 0.1  # how often the main loop walks the process tree (a stop's SIGKILL, orphans), at most
+ENFORCE_EVERY_S = 1.0  # how often the main loop walks the process tree to collect orphans, at most: each walk reads
+# every process of the system, on the clock, on cores the program may be using
+STOPPING_ENFORCE_EVERY_S = 0.1  # ... and while a stop's grace period runs, so that its SIGKILL comes on time
 
 
 @dataclass(frozen=True)
@@ -234,10 +236,11 @@ class ProgramProcess:
             self.freezer.signal_all(signal.SIGCONT)  # a stopped process acts on SIGTERM only once running
 
     def enforce(self) -> None:
-        """SIGKILL all of it when a stop's grace period is over; collect orphans. At most every ENFORCE_EVERY_S seconds,
-        however many lines arrive between: walking the process tree per line would let a flood of output slow the harness."""
+        """SIGKILL all of it when a stop's grace period is over; collect orphans. At most every ENFORCE_EVERY_S seconds
+        (STOPPING_ENFORCE_EVERY_S during a stop), however many lines arrive between: walking the process tree per line
+        would let a flood of output slow the harness."""
         now = time.perf_counter()
-        if now - self._enforced < ENFORCE_EVERY_S:
+        if now - self._enforced < (ENFORCE_EVERY_S if self.stop_started is None else STOPPING_ENFORCE_EVERY_S):
             return
         self._enforced = now
         if self.stop_started is not None and now - self.stop_started >= self.grace:
