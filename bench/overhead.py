@@ -15,9 +15,9 @@ run.json. So the ratio is what the harness costs the steps, and nothing else.
 
 Runs go in pairs (bare, then pipeline) in fresh processes; each pair gives a
 ratio, and the overhead is the median of the pairs' ratios with its
-distribution-free interval (dawnpipe.verdict.median_interval: 90% or more).
-Pairs are added until the interval's half-width is within --precision (1.5%
-of the ratio: half the 3% the target allows) or --max-repeats pairs have run.
+distribution-free interval (bench/pairs.py: 90% or more). Pairs are added
+until the interval's half-width is within --precision (1.5% of the ratio:
+half the 3% the target allows) or --max-repeats pairs have run.
 Target: at most 1.03. Its last line is
 ``harness overhead: <ratio>x [<low>, <high>]``.
 
@@ -46,6 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "src"), str(ROOT / "bench")]
 
 from inputs import DATA, ensure_prepared, train_command  # noqa: E402
+from pairs import add_pair_flags, check_pair_flags, run_pairs  # noqa: E402
 from record import add_record_flag, shown_path, write_record  # noqa: E402
 
 from dawnpipe.entries import read_entry_doc  # noqa: E402  (bounded and checked, as the pipeline reads it)
@@ -125,67 +126,48 @@ def bare_seconds(entry: Path, data: Path, items: int, epochs: int, threads: int,
 
 
 def main(argv: list[str] | None = None) -> None:
-    from dawnpipe.verdict import median_interval
-
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--entry", type=Path, default=ROOT / "config/entries/fastnet.yaml")
     p.add_argument("--items", type=int, default=12000, help="training items per epoch")
     p.add_argument("--epochs", type=int, default=2)
-    p.add_argument("--min-repeats", type=int, default=5, help="pairs before the interval is looked at (default 5: the fewest with a 90%% interval)")
-    p.add_argument("--max-repeats", type=int, default=20, help="pairs at most (default 20)")
-    p.add_argument("--precision", type=float, default=0.015, help="the interval's half-width, as a share of the ratio, to stop at (default 0.015)")
+    add_pair_flags(p)
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     p.add_argument("--data", type=Path, default=DATA / "fashion-mnist", help="prepared Fashion-MNIST (default data/prepared/fashion-mnist, made when missing)")
     add_record_flag(p, "overhead")
     args = p.parse_args(argv)
+    check_pair_flags(p, args)
     read_entry_doc(args.entry)  # checked before anything runs
     data = ensure_prepared(args.data)
-    bare, pipe, ratios = [], [], []
-    interval = None
     with tempfile.TemporaryDirectory(prefix="dawnpipe-overhead-") as tmp:
         work = Path(tmp)
-        for i in range(args.max_repeats):
-            times = []
-            for name, fn in (("bare loop", bare_seconds), ("pipeline ", pipeline_seconds)):
-                out = work / f"{name.strip().replace(' ', '-')}-{i}"
+
+        def side(name: str, fn):
+            def run(i: int) -> tuple[float, str]:
+                out = work / f"{name}-{i}"
                 out.mkdir()
-                t = fn(args.entry, data, args.items, args.epochs, args.threads, 0, out)
-                times.append(t)
-                print(f"pair {i + 1}  {name}  {t:8.2f} s training clock", flush=True)
-            bare.append(times[0])
-            pipe.append(times[1])
-            ratios.append(times[1] / times[0])
-            interval = median_interval(ratios)
-            if interval.exists:
-                half = (interval.high - interval.low) / 2 / interval.estimate
-                print(f"after {i + 1} pairs: ratio {interval.estimate:.3f} [{interval.low:.3f}, {interval.high:.3f}], half-width {half:.1%}", flush=True)
-                if i + 1 >= args.min_repeats and half <= args.precision:
-                    break
-    b, q = statistics.median(bare), statistics.median(pipe)
-    estimate, low, high = interval.estimate, interval.low, interval.high
+                return fn(args.entry, data, args.items, args.epochs, args.threads, 0, out), "training clock"
+
+            return run
+
+        pairs = run_pairs([("bare loop", side("bare-loop", bare_seconds)), ("pipeline", side("pipeline", pipeline_seconds))], args)
+    b, q = statistics.median(pairs.first), statistics.median(pairs.second)
     print(
-        f"median bare loop {b:.2f} s, pipeline {q:.2f} s ({args.epochs} epochs x {args.items} items, {args.threads} threads, {len(ratios)} pairs, {time.strftime('%Y-%m-%d')})"
+        f"median bare loop {b:.2f} s, pipeline {q:.2f} s ({args.epochs} epochs x {args.items} items, {args.threads} threads, {len(pairs.first)} pairs, {time.strftime('%Y-%m-%d')})"
     )
     if args.record:  # first: the ratio stays the last line
         result = {
             "entry": shown_path(args.entry),
             "items": args.items,
             "epochs": args.epochs,
-            "repeats": len(ratios),
             "threads": args.threads,
-            "bare_seconds": bare,
-            "pipeline_seconds": pipe,
-            "pair_ratios": ratios,
+            "bare_seconds": pairs.first,
+            "pipeline_seconds": pairs.second,
             "median_bare_seconds": b,
             "median_pipeline_seconds": q,
-            "overhead": estimate,
-            "interval": [low, high],
-            "confidence": float(interval.confidence) if interval.confidence is not None else None,
-            "precision_goal": args.precision,
+            **pairs.fields(),
         }
         write_record("overhead", result, out_dir=args.record_dir, argv=[__file__, *(sys.argv[1:] if argv is None else argv)])
-    shown = f" [{low:.3f}, {high:.3f}]" if low is not None else " (too few pairs for an interval)"
-    print(f"harness overhead: {estimate:.3f}x{shown}")
+    print(f"harness overhead: {pairs.shown()}")
 
 
 if __name__ == "__main__":

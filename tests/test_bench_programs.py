@@ -24,18 +24,20 @@ def bench(script: str, *args: str, timeout: float = 1200) -> subprocess.Complete
     return proc
 
 
-def test_program_overhead_prints_the_ratio_of_the_medians_it_recorded(prepared_fashion_mnist, tmp_path):
-    args = ["--items", "600", "--test-items", "200", "--epochs", "1", "--repeats", "2", "--threads", "1"]
+def test_program_overhead_prints_the_median_of_the_pairs_ratios_it_recorded(prepared_fashion_mnist, tmp_path):
+    args = ["--items", "600", "--test-items", "200", "--epochs", "1", "--min-repeats", "2", "--max-repeats", "2", "--threads", "1"]
     proc = bench("program_overhead.py", *args, "--data", str(prepared_fashion_mnist), "--record", "--record-dir", str(tmp_path))
     lines = proc.stdout.strip().splitlines()
-    bare = [float(x) for x in re.findall(r"^repeat \d+/2  bare\s+([\d.]+) s", proc.stdout, re.M)]
-    harness = [float(x) for x in re.findall(r"^repeat \d+/2  harness\s+([\d.]+) s", proc.stdout, re.M)]
+    bare = [float(x) for x in re.findall(r"^pair \d+  bare\s+([\d.]+) s", proc.stdout, re.M)]
+    harness = [float(x) for x in re.findall(r"^pair \d+  harness\s+([\d.]+) s", proc.stdout, re.M)]
     assert len(bare) == len(harness) == 2
     record = json.loads((tmp_path / "program_overhead.json").read_text())["result"]
     assert record["bare_seconds"] == pytest.approx(bare, abs=0.006) and record["harness_seconds"] == pytest.approx(harness, abs=0.006)
-    ratio = statistics.median(record["harness_seconds"]) / statistics.median(record["bare_seconds"])
-    assert record["overhead"] == pytest.approx(ratio) and lines[-1] == f"program harness overhead: {ratio:.3f}x"
-    assert all(d > 0 for d in record["harness_dawnpipe_seconds"]) and record["epochs"] == 1
+    assert record["pair_ratios"] == pytest.approx([h / b for b, h in zip(record["bare_seconds"], record["harness_seconds"], strict=True)])
+    assert record["overhead"] == pytest.approx(statistics.median(record["pair_ratios"])) and record["interval"] == [None, None]
+    assert record["goal"] == 1.03 and record["goal_met"] == (record["overhead"] <= 1.03)
+    assert lines[-1] == f"program harness overhead: {record['overhead']:.3f}x (too few pairs for an interval)"
+    assert all(d > 0 for d in record["harness_dawnpipe_seconds"]) and record["epochs"] == 1 and record["repeats"] == 2
 
 
 def test_stability_of_a_program_entry_is_the_stability_stages(prepared_fashion_mnist, tmp_path):
