@@ -96,6 +96,7 @@ def test_the_export_of_handed_over_weights_is_on_the_clock_on_both_clocks():
     ours, theirs = rule.training_seconds(at(0.0), at(10.0))
     assert ours == pytest.approx(10.0 - 0.8) and theirs == pytest.approx(ours)
     assert rule.parts(0.0, 10.0)["freeze_seconds"] == pytest.approx(0.8)
+    assert clock.covered(rule.exports(), 0.0, 10.0) == pytest.approx(1.2)  # run.json's program.time.export_seconds
     assert Freeze(3.0, 5.0, 3.0, 3000.0, 1, exports=((2.0, 6.0),)).spans(0) == []  # an export as long as the freeze: none of it off
     two = Freeze(3.0, 5.0, 3.0, 3000.0, 2, exports=((3.1, 3.4), (4.0, 4.5)))  # two epochs taken in one freeze
     assert [x for span in two.spans(0) for x in span] == pytest.approx([3.0, 3.1, 3.4, 4.0, 4.5, 5.0])

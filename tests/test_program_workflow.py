@@ -230,6 +230,9 @@ def test_contract_2_programs_hand_their_model_over_by_epoch_stop(programs):
         assert "--layout" in program["command"] and program["command"][program["command"].index("--layout") + 1] == layout
         assert program["logged"]["train_samples"] == program["items_given"]["train"] == 3000  # what it read from the layout: the items given
     assert run_json(work, "prog-weights")["program"]["weights"] == "torch"
+    # the factory's export of handed-over weights is the program's work, shown apart on the clock; an ONNX hand-over has none
+    assert 0.0 < run_json(work, "prog-weights")["program"]["time"]["export_seconds"] < run_json(work, "prog-weights")["program"]["time"]["ranked_seconds"]
+    assert run_json(work, "prog-honest-2")["program"]["time"]["export_seconds"] == 0.0
     assert (work / "results/logs/train/prog-weights/seed0.log").read_text().count("dawnpipe measures") >= 1
 
 

@@ -134,6 +134,10 @@ class ClockRule:
             spans.append((a, min(b, a + max(0.0, bound))))
         return spans
 
+    def exports(self) -> list[Span]:
+        """The spans of dawnpipe's clock in which the program's factory exported handed-over weights inside a freeze (on the clock)."""
+        return [span for f in self.freezes for span in union(f.exports, f.start, f.end)]
+
     def off_clock(self, side: int) -> list[Span]:
         freezes = [span for f in self.freezes for span in f.spans(side)]
         return [*freezes, *self.allowed_windows(side)]
