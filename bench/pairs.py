@@ -33,6 +33,10 @@ class Pairs:
     interval: Interval
     precision: float
 
+    @classmethod
+    def of(cls, first: list[float], second: list[float], precision: float) -> Pairs:
+        return cls(first, second, median_interval([s / f for f, s in zip(first, second, strict=True)]), precision)
+
     @property
     def ratios(self) -> list[float]:
         return [s / f for f, s in zip(self.first, self.second, strict=True)]
@@ -73,17 +77,18 @@ def run_pairs(sides: Sequence[tuple[str, Side]], args: argparse.Namespace) -> Pa
     if len(sides) != 2:
         raise ValueError("a pair has two sides")
     times: tuple[list[float], list[float]] = ([], [])
-    interval = median_interval([])
+    pairs = Pairs.of([], [], args.precision)
     width = max(len(label) for label, _ in sides)
     for i in range(args.max_repeats):
         for (label, side), kept in zip(sides, times, strict=True):
             seconds, note = side(i)
             kept.append(seconds)
             print(f"pair {i + 1}  {label:<{width}}  {seconds:8.2f} s {note}".rstrip(), flush=True)
-        interval = median_interval([s / f for f, s in zip(*times, strict=True)])
+        pairs = Pairs.of(list(times[0]), list(times[1]), args.precision)
+        interval = pairs.interval
         if interval.exists:
             half = (interval.high - interval.low) / 2 / interval.estimate
             print(f"after {i + 1} pairs: ratio {interval.estimate:.3f} [{interval.low:.3f}, {interval.high:.3f}], half-width {half:.1%}", flush=True)
             if i + 1 >= args.min_repeats and half <= args.precision:
                 break
-    return Pairs(times[0], times[1], interval, args.precision)
+    return pairs

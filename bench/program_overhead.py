@@ -61,7 +61,6 @@ from dawnpipe.programs import clock, contract, mllog_reader  # noqa: E402
 from dawnpipe.runfiles import read_run_info  # noqa: E402
 from dawnpipe.train.program import GivenData, program_dir  # noqa: E402
 from dawnpipe.train.settings import Entry, RunSettings  # noqa: E402
-from dawnpipe.verdict import median_interval  # noqa: E402
 
 ENTRY = ROOT / "config/entries/torch-fmnist.yaml"
 GOAL = 1.03  # the harness may slow a program's training by 3% at most
@@ -166,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     b, h = statistics.median(pairs.first), statistics.median(pairs.second)
     met = pairs.interval.estimate <= GOAL
     # what a program that hands over weights pays on the clock here: its training and the export of its weights
-    counted = Pairs(pairs.first, clocks, median_interval([c / x for x, c in zip(pairs.first, clocks, strict=True)]), pairs.precision)
+    counted = Pairs.of(pairs.first, clocks, pairs.precision)
     if args.record:  # first: the ratio stays the last line
         result = {
             "entry": shown_path(args.entry),
