@@ -192,12 +192,15 @@ def test_a_one_sample_gap_needs_five_seeds(tmp_path):
         for entry in (BASE, f"{BASE}+held_out=5000"):
             d = run_dir(results, entry, seed, threshold=80.0, tsv=tsv(10.0 / 3600))
             log = pd.read_parquet(d / "train.parquet")
+            log["top1Accuracy"] += 0.5 * seed  # seeds of different accuracy: the gap of the medians is not the median gap
             log["held_out_top1Accuracy"] = log["top1Accuracy"] - gap
             log.to_parquet(d / "train.parquet", index=False)
     summary, _, _ = summarize(tmp_path, doc, seconds={}, name="gap")
     (result,) = summary["verdicts"]
     assert result["verdict"] == "reproduced" and result["effect"] == "median"
     assert (result["low"], result["estimate"], result["high"]) == pytest.approx((-0.1, 0.2, 0.4))
+    (held,) = [v for v in summary["variants"] if v["id"] == f"{BASE}+held_out=5000"]
+    assert held["generalization_gap"] == pytest.approx(0.2)  # the table shows what the check decided on
     doc4 = {**doc, "seeds": [0, 1, 2, 3]}
     (tmp_path / "config/studies/gap.yaml").write_text(yaml.safe_dump(doc4))
     proc = run_cli(

@@ -50,7 +50,7 @@ div.chart{width:100%;max-width:760px;min-height:360px}</style></head><body>
 {% elif "checks" in s %}<p class="muted">The study file states its claim in words only (no <code>checks:</code>): no verdict is computed.</p>{% endif %}
 <p class="muted">Base entry <code>{{ s.base }}</code>, design {{ s.design }}, seeds {{ s.seeds | join(", ") }}{% if s.study_file_seeds %} (the configuration's study_seeds, in place of the study file's {{ s.study_file_seeds | join(", ") }}){% endif %}; runs {{ "continue to their whole budget" if s.continue_past_threshold else "stop at the threshold" }}.
 Medians over seeds; a seed that did not reach a rung counts as infinitely slow (no median when half or more did not). Speed-up: the base's median over the variant's.</p>
-<table><tr><th>Variant</th><th>Overrides</th>{% for t in s.ladder %}<th>Median to {{ t }}</th><th>Speed-up</th><th>Reached</th>{% endfor %}<th>Epochs to {{ s.ladder[-1] }}</th><th>CoV to {{ s.ladder[-1] }}</th><th>Final accuracy (median)</th>{% if held %}<th>Held-out (final)</th><th>Gap</th>{% endif %}<th>Items/s</th><th>s/epoch</th><th>Cost to {{ s.ladder[-1] }}</th></tr>
+<table><tr><th>Variant</th><th>Overrides</th>{% for t in s.ladder %}<th>Median to {{ t }}</th><th>Speed-up</th><th>Reached</th>{% endfor %}<th>Epochs to {{ s.ladder[-1] }}</th><th>CoV to {{ s.ladder[-1] }}</th><th>Final accuracy (median)</th>{% if held %}<th>Held-out (final, median)</th><th title="test minus held-out accuracy of each seed, median over the seeds">Gap (median of the seeds')</th>{% endif %}<th>Items/s</th><th>s/epoch</th><th>Cost to {{ s.ladder[-1] }}</th></tr>
 {% for v in s.variants %}<tr><td><code>{{ v.id }}</code>{% if v.same_as %} <span class="muted">(same recipe as {{ v.same_as }}: run once)</span>{% endif %}</td>
 <td>{% for k, val in v.overrides.items() %}<code>{{ k }}={{ val }}</code> {% endfor %}</td>
 {% for t in s.ladder %}{% set key = t | string %}<td class="num">{% if v.median_time_to_accuracy_hours[key] is none %}<span class="dnc">did not reach</span>{% else %}{{ v.median_time_to_accuracy_hours[key] | hours }}{% endif %}</td>
@@ -192,6 +192,10 @@ def summarize(study, runs_dir: Path, prices: dict[str, dict[str, Any]] | None = 
         med = {str(t): median_hours([r["time_to_accuracy_hours"][str(t)] for r in runs]) for t in ladder}
         finals = [r["final_accuracy"] for r in runs if r["final_accuracy"] is not None]
         held = [r["final_held_out_accuracy"] for r in runs if r["final_held_out_accuracy"] is not None]
+        # the gap of each seed (its test minus its held-out accuracy), as the study's checks read it
+        gaps = [
+            r["final_accuracy"] - r["final_held_out_accuracy"] for r in runs if r["final_accuracy"] is not None and r["final_held_out_accuracy"] is not None
+        ]
         top = str(ladder[-1])
         top_times = [r["time_to_accuracy_hours"][top] for r in runs if r["time_to_accuracy_hours"][top] is not None]
         speeds = [r["items_per_second"] for r in runs if r["items_per_second"]]
@@ -211,7 +215,7 @@ def summarize(study, runs_dir: Path, prices: dict[str, dict[str, Any]] | None = 
                 "reached_fraction": {str(t): sum(r["time_to_accuracy_hours"][str(t)] is not None for r in runs) / len(runs) for t in ladder},
                 "final_accuracy": statistics.median(finals) if finals else None,
                 "final_held_out_accuracy": statistics.median(held) if held else None,
-                "generalization_gap": statistics.median(finals) - statistics.median(held) if held and finals else None,
+                "generalization_gap": statistics.median(gaps) if gaps else None,  # median of the seeds' gaps
                 "median_epochs_to_accuracy": median_hours([r["epochs_to_accuracy"][top] for r in runs]),  # at the top rung
                 "tta_cov": cov(top_times),  # of the seeds that reached the top rung (two at least)
                 "items_per_second": statistics.median(speeds) if speeds else None,
