@@ -53,6 +53,19 @@ class Pairs:
             "precision_goal": self.precision,
         }
 
+    def goal_verdict(self, goal: float) -> str:
+        """Whether the overhead is at most ``goal``, decided by the interval,
+        not the estimate alone: "met" when the whole interval is at or below
+        it, "not met" when the whole interval is above it, otherwise (or
+        without an interval) "undecided": more pairs, or a quieter machine,
+        would tell."""
+        i = self.interval
+        if not i.exists:
+            return "undecided"
+        if i.high <= goal:
+            return "met"
+        return "not met" if i.low > goal else "undecided"
+
     def shown(self) -> str:
         """The ratio and its interval, as the benches' last line prints them."""
         i = self.interval
