@@ -258,18 +258,15 @@ def render_telemetry_overhead(r: dict[str, Any]) -> list[str]:
     return lines
 
 
-def seed_gap_median(runs: list[dict[str, Any]]) -> float | None:
-    """The median of the seeds' held-out gaps (test minus held-out accuracy of
-    the same run), the measure the study's checks decide on; from the runs, so
-    that records whose study stage took the gap of the medians read the same."""
-    gaps = [
-        r["final_accuracy"] - r["final_held_out_accuracy"] for r in runs if r.get("final_accuracy") is not None and r.get("final_held_out_accuracy") is not None
-    ]
-    return statistics.median(gaps) if gaps else None
+def seed_gap_median(runs: list[dict[str, Any]]) -> str:
+    """The median of the seeds' held-out gaps, the measure the study's checks
+    decide on, shown signed; from the runs, so that records whose study stage
+    took the gap of the medians read the same."""
+    _src_on_path()
+    from dawnpipe.studies.checks import held_out_gap
 
-
-def num_signed(x: float | None) -> str:
-    return "-" if x is None else f"{x:+.2f}"
+    gaps = [g for g in map(held_out_gap, runs) if g is not None]
+    return f"{statistics.median(gaps):+.2f}" if gaps else "-"
 
 
 def render_study(r: dict[str, Any], link: str) -> list[str]:
@@ -294,7 +291,7 @@ def render_study(r: dict[str, Any], link: str) -> list[str]:
         cells.append(num(v.get("items_per_second"), 0))
         cells.append(", ".join(num(run.get("final_accuracy"), 2) for run in v["runs"]))
         if held:
-            cells.append(num_signed(seed_gap_median(v["runs"])))
+            cells.append(seed_gap_median(v["runs"]))
         rows.append(cells)
     runs = s["runs"]
     commits = "; ".join(f"{commit_text(c['commit'], c['dirty'])} ({c['runs']} runs)" for c in runs["commits"])

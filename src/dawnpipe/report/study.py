@@ -178,6 +178,7 @@ def summarize(study, runs_dir: Path, prices: dict[str, dict[str, Any]] | None = 
     """``prices``: the price table (dawnpipe.prices.load_prices); None: no cost."""
     from dawnpipe.prices import price_per_hour
     from dawnpipe.runinfo import now_iso
+    from dawnpipe.studies.checks import held_out_gap
     from dawnpipe.tasks import all_tasks
 
     base_recipe = study.base_recipe
@@ -192,10 +193,7 @@ def summarize(study, runs_dir: Path, prices: dict[str, dict[str, Any]] | None = 
         med = {str(t): median_hours([r["time_to_accuracy_hours"][str(t)] for r in runs]) for t in ladder}
         finals = [r["final_accuracy"] for r in runs if r["final_accuracy"] is not None]
         held = [r["final_held_out_accuracy"] for r in runs if r["final_held_out_accuracy"] is not None]
-        # the gap of each seed (its test minus its held-out accuracy), as the study's checks read it
-        gaps = [
-            r["final_accuracy"] - r["final_held_out_accuracy"] for r in runs if r["final_accuracy"] is not None and r["final_held_out_accuracy"] is not None
-        ]
+        gaps = [g for g in map(held_out_gap, runs) if g is not None]  # each seed's, as the study's checks read it
         top = str(ladder[-1])
         top_times = [r["time_to_accuracy_hours"][top] for r in runs if r["time_to_accuracy_hours"][top] is not None]
         speeds = [r["items_per_second"] for r in runs if r["items_per_second"]]

@@ -125,6 +125,14 @@ def parse_checks(checks: Sequence[Mapping[str, Any]] | None, ids: Sequence[str],
     return out
 
 
+def held_out_gap(run: Mapping[str, Any]) -> float | None:
+    """A run's held-out gap: its test accuracy less its held-out accuracy, in
+    points (None when it held nothing out)."""
+    if run.get("final_held_out_accuracy") is None or run.get("final_accuracy") is None:
+        return None
+    return run["final_accuracy"] - run["final_held_out_accuracy"]
+
+
 def seed_values(check: Mapping[str, Any], row: Mapping[str, Any]) -> list[float | None] | None:
     """The check's measure for each seed of a study row (a variant of the
     study JSON): a time, epochs or cost of a seed that never reached the rung
@@ -145,10 +153,7 @@ def seed_values(check: Mapping[str, Any], row: Mapping[str, Any]) -> list[float 
     elif measure == "final_accuracy":
         values = [r.get("final_accuracy") for r in runs]
     else:
-        values = [
-            None if r.get("final_held_out_accuracy") is None or r.get("final_accuracy") is None else r["final_accuracy"] - r["final_held_out_accuracy"]
-            for r in runs
-        ]
+        values = [held_out_gap(r) for r in runs]
     return None if not values or any(x is None for x in values) else [float(x) for x in values]
 
 
