@@ -14,6 +14,15 @@ from pathlib import Path
 
 import pytest
 
+# `make test` runs two workers on a 2-core machine, and each end-to-end run trains
+# with 2 threads: more busy threads than cores. OpenMP's threads (PyTorch's on the
+# CPU) spin while they wait for one another, on a core that another process's
+# thread is waiting for; told to wait passively, they give it up. It changes how
+# fast the suite runs, not what any test checks; set before torch is loaded here
+# and inherited by every process the tests start (Slurm jobs too: sbatch
+# --export=ALL). A user's runs and the bench scripts keep OpenMP's default.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 from dawnpipe.tensorflow_import import load_triton_first
 
 # Test modules import Keras (so TensorFlow) as they are collected, and torch may load triton
