@@ -20,7 +20,7 @@ import pytest
 # thread is waiting for; told to wait passively, they give it up. It changes how
 # fast the suite runs, not what any test checks; set before torch is loaded here
 # and inherited by every process the tests start (Slurm jobs too: sbatch
-# --export=ALL). A user's runs and the bench scripts keep OpenMP's default.
+# --export=ALL). Runs outside the suite (a user's, a bench script's) keep OpenMP's default.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from dawnpipe.tensorflow_import import load_triton_first
