@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import statistics
 import sys
@@ -124,8 +125,32 @@ def provenance(record: dict[str, Any], link: str) -> list[str]:
         f"Measured on {machine_text(record.get('machine') or {})}; at commit {commit_text(record.get('commit'), record.get('dirty'))}; "
         f"{record.get('date')}{load_text(record.get('load_average'))}; by `{record.get('command')}` (record: [{link}]({link})).",
         *([quiet_text(record)] if record.get("quiet") is False else []),
+        *([unchecked_text(record)] if record.get("quiet") is None and above_ceiling(record) else []),
         "",
     ]
+
+
+def above_ceiling(record: dict[str, Any]) -> bool:
+    """Whether a record's start load was above bench/record.py's ceiling (per core of the record's machine)."""
+    if str(ROOT / "bench") not in sys.path:
+        sys.path.insert(0, str(ROOT / "bench"))
+    from record import LOAD_CEILING
+
+    start = ((record.get("load_average") or {}).get("start") or [None])[0]
+    cpus = (record.get("machine") or {}).get("cpu_count")
+    return start is not None and cpus is not None and start > LOAD_CEILING * cpus
+
+
+def unchecked_text(record: dict[str, Any]) -> str:
+    """A record written before the bench checked quietness, whose start load is above today's ceiling."""
+    cpus = record["machine"]["cpu_count"]
+    from record import LOAD_CEILING
+
+    return (
+        f"**Quietness not checked:** this record predates the check; the load average at its start "
+        f"({record['load_average']['start'][0]:.2f}) was above today's ceiling of {LOAD_CEILING * cpus:g} "
+        f"({LOAD_CEILING:g} per core): other work may have shared the cores."
+    )
 
 
 # --- one renderer per kind of record -----------------------------------------
@@ -163,7 +188,52 @@ def render_tta(r: dict[str, Any]) -> list[str]:
         "",
         f"{seeds}{' (' + ', '.join(limits) + ')' if limits else ''}; "
         f"speed-up of the fast entry over the seed recipe (ratio of the medians): **{ratio(res['speedup'])}**.",
+        "",
+        tta_goal(res),
     ]
+
+
+# The fast entry's goal (docs/measurements.md): at least this speed-up over the seed recipe ...
+GOAL_SPEEDUP = 10.0
+# ... with at most this coefficient of variation of its own times.
+GOAL_COV = 0.05
+
+
+def tta_goal(res: dict[str, Any]) -> str:
+    """The goal decided from the record's per-seed times: the speed-up by the
+    interval of dawnpipe.verdict's rule (docs/rules.md), a seed that never
+    reached 93% counting as infinitely slow; the spread as measured."""
+    _src_on_path()
+    from dawnpipe.verdict import INCONCLUSIVE, NOT_REPRODUCED, RATIO, REPRODUCED, as_times, decide, two_sample
+
+    fast, slow = (as_times(run["time_to_accuracy_seconds"] for run in res[key]["runs"]) for key in ("fast", "seed_recipe"))
+    interval = two_sample(fast, slow, RATIO)
+    met = {REPRODUCED: "met", NOT_REPRODUCED: "not met", INCONCLUSIVE: "inconclusive"}[decide(interval, "above", GOAL_SPEEDUP)]
+    sizes = f"{len(fast)} against {len(slow)} seed{'s' if len(slow) > 1 else ''}"
+
+    def factor(x: float) -> str:  # a side that never reached makes a pair's ratio 0 or unbounded
+        return "unbounded" if math.isinf(x) else f"{x:.2f}x"
+
+    if interval.categorical:
+        never = "the seed recipe" if all(math.isinf(x) for x in slow) else "the fast entry"
+        shown = f"{never} reached {res['threshold']:g}% in none of its seeds, the other entry in every one ({sizes})"
+    elif interval.exists:
+        shown = f"{factor(interval.estimate)} [{factor(interval.low)}, {factor(interval.high)}] ({100 * float(interval.confidence):.1f}% interval, {sizes})"
+    else:
+        shown = f"{factor(interval.estimate)}, no interval from {sizes}"
+    runs = res["fast"]["runs_total"]
+    if runs < 2:
+        spread_text = "one seed has no spread: **not judged**"
+    elif res["fast"]["cov"] is None:
+        spread_text = "fewer than two seeds reached the threshold: **not judged**"
+    else:
+        within = "met" if res["fast"]["cov"] <= GOAL_COV else "not met"
+        spread_text = f"{pct(res['fast']['cov'])} over the {res['fast']['reached_runs']} seeds that reached it: **{within}** (a point estimate, no interval)"
+    return (
+        f"The fast entry's goal, from these seeds: a speed-up of at least {GOAL_SPEEDUP:g}x, decided by the interval of the rule in "
+        f"[rules.md](rules.md#verdicts-over-seeds) (Hodges-Lehmann estimate of the seed recipe's time over the fast entry's): {shown}: "
+        f"**{met}**; a coefficient of variation of the fast entry's times of at most {pct(GOAL_COV, 0)}: {spread_text}."
+    )
 
 
 def render_overhead(r: dict[str, Any]) -> list[str]:

@@ -310,12 +310,62 @@ def test_a_record_taken_on_a_busy_machine_says_so(tmp_path, monkeypatch):
     assert busy_during["quiet"] is False and busy_during["foreign_cores"] == 0.5
 
 
+def test_a_record_older_than_the_quiet_check_says_when_its_start_load_was_above_the_ceiling():
+    """A record without the ``quiet`` field (written before the bench checked
+    quietness) is flagged when its start load was above today's ceiling for its
+    machine's cores; below it, or with the field, nothing is added."""
+    old = {"machine": {"cpu_count": 2}, "commit": "a" * 40, "date": "2026-11-27", "command": "python bench/latency.py"}
+    busy = "\n".join(docs.provenance({**old, "load_average": {"start": [1.82, 1.9, 1.8]}}, "measurements/latency.json"))
+    assert (
+        "**Quietness not checked:** this record predates the check; the load average at its start (1.82) was above today's ceiling of 1 (0.5 per core)" in busy
+    )
+    calm = "\n".join(docs.provenance({**old, "load_average": {"start": [0.61, 1.0, 1.0]}}, "measurements/latency.json"))
+    assert "Quietness" not in calm and "Not a quiet machine" not in calm
+    checked = "\n".join(docs.provenance({**old, "quiet": True, "load_average": {"start": [1.82, 1.9, 1.8]}}, "measurements/latency.json"))
+    assert "Quietness" not in checked
+
+
 def test_one_seed_shows_no_spread_rather_than_a_coefficient_of_zero():
     one = {"fast": {**TTA["fast"], "runs": TTA["fast"]["runs"][:1], "cov": 0.0, "reached_runs": 1, "runs_total": 1}}
     one["seed_recipe"] = {**TTA["seed_recipe"], "runs": TTA["seed_recipe"]["runs"][:1], "cov": 0.0, "runs_total": 1}
     text = "\n".join(docs.render_tta({"result": {**TTA, **one, "seeds": 1}}))
     assert "| `fastnet` | 56.0 | 56.0 s | - (one seed) | 4 | 1 of 1 |" in text and "0.0%" not in text
-    assert text.endswith("Seed 0; speed-up of the fast entry over the seed recipe (ratio of the medians): **12.85x**.")
+    assert "Seed 0; speed-up of the fast entry over the seed recipe (ratio of the medians): **12.85x**.\n" in text
+    # one seed against one: no interval, so no decision on the speed-up, and no spread to judge
+    assert text.endswith(
+        "12.85x, no interval from 1 against 1 seed: **inconclusive**; a coefficient of variation of the fast entry's times "
+        "of at most 5%: one seed has no spread: **not judged**."
+    )
+
+
+def _race(fast: list[float | None], slow: list[float | None], cov: float | None) -> dict:
+    """A tta record's result with these per-seed times (None: never reached 93%)."""
+
+    def entry(name: str, times: list[float | None], cov: float | None) -> dict:
+        runs = [
+            {"seed": i, "reached": t is not None, "time_to_accuracy_seconds": t, "epochs_to_accuracy": None if t is None else 4.0} for i, t in enumerate(times)
+        ]
+        return {**TTA["fast"], "entry": name, "runs": runs, "cov": cov, "reached_runs": sum(t is not None for t in times), "runs_total": len(times)}
+
+    return {**TTA, "seeds": len(fast), "fast": entry("fastnet", fast, cov), "seed_recipe": entry("resnet20-dawn", slow, None)}
+
+
+def test_the_race_goal_is_decided_by_the_interval_of_the_seeds():
+    """The goal line is computed from the per-seed times by dawnpipe.verdict's
+    rule: met when the whole 90% interval of the speed-up is above 10x, not met
+    when none of it is, inconclusive otherwise; the spread as measured."""
+    met = docs.tta_goal(_race([80, 81, 82, 83, 84], [1100, 1110, 1120, 1130, 1140], 0.02))
+    assert "(90.5% interval, 5 against 5 seeds): **met**" in met and "2.0% over the 5 seeds that reached it: **met**" in met
+    slow_fast = docs.tta_goal(_race([200, 201, 202, 203, 204], [1100, 1110, 1120, 1130, 1140], 0.06))
+    assert "**not met**; " in slow_fast and "6.0% over the 5 seeds that reached it: **not met**" in slow_fast
+    straddling = docs.tta_goal(_race([80, 100, 120, 140, 160], [1000, 1100, 1200, 1300, 1400], 0.3))
+    assert "**inconclusive**; " in straddling
+    # a seed recipe that never reached 93%: infinitely slow, the speed-up decided whatever the sizes
+    never = docs.tta_goal(_race([80, 81], [None, None], 0.01))
+    assert "the seed recipe reached 93% in none of its seeds, the other entry in every one (2 against 2 seeds): **met**" in never
+    lost = docs.tta_goal(_race([None, None], [1100, 1110], None))
+    assert "the fast entry reached 93% in none of its seeds" in lost and "**not met**" in lost
+    assert "fewer than two seeds reached the threshold: **not judged**" in lost
 
 
 def test_check_mode_names_a_stale_page_and_writes_nothing(tmp_path, capsys):

@@ -1,7 +1,8 @@
 """One statistical rule for every verdict dawnpipe states over seeds: a
-study's checks (dawnpipe.studies.checks) and the leaderboard's ties
-(dawnpipe.leaderboard). Pure Python, exact, no scipy; docs/rules.md
-("Verdicts over seeds") states the rule and its assumptions.
+study's checks (dawnpipe.studies.checks), the leaderboard's ties
+(dawnpipe.leaderboard) and the race's speed-up goal (scripts/docs.py). Pure
+Python, exact, no scipy; docs/rules.md ("Verdicts over seeds") states the rule
+and its assumptions.
 
 Two samples (a variant V against a comparison C, m and n seeds):
 
