@@ -125,30 +125,26 @@ def provenance(record: dict[str, Any], link: str) -> list[str]:
         f"Measured on {machine_text(record.get('machine') or {})}; at commit {commit_text(record.get('commit'), record.get('dirty'))}; "
         f"{record.get('date')}{load_text(record.get('load_average'))}; by `{record.get('command')}` (record: [{link}]({link})).",
         *([quiet_text(record)] if record.get("quiet") is False else []),
-        *([unchecked_text(record)] if record.get("quiet") is None and above_ceiling(record) else []),
+        *([unchecked] if (unchecked := unchecked_text(record)) else []),
         "",
     ]
 
 
-def above_ceiling(record: dict[str, Any]) -> bool:
-    """Whether a record's start load was above bench/record.py's ceiling (per core of the record's machine)."""
+def unchecked_text(record: dict[str, Any]) -> str | None:
+    """For a record written before the bench checked quietness (no ``quiet``
+    field): a line when its start load was above bench/record.py's ceiling
+    for its machine's cores, else None."""
     if str(ROOT / "bench") not in sys.path:
         sys.path.insert(0, str(ROOT / "bench"))
     from record import LOAD_CEILING
 
     start = ((record.get("load_average") or {}).get("start") or [None])[0]
     cpus = (record.get("machine") or {}).get("cpu_count")
-    return start is not None and cpus is not None and start > LOAD_CEILING * cpus
-
-
-def unchecked_text(record: dict[str, Any]) -> str:
-    """A record written before the bench checked quietness, whose start load is above today's ceiling."""
-    cpus = record["machine"]["cpu_count"]
-    from record import LOAD_CEILING
-
+    if record.get("quiet") is not None or start is None or cpus is None or start <= LOAD_CEILING * cpus:
+        return None
     return (
         f"**Quietness not checked:** this record predates the check; the load average at its start "
-        f"({record['load_average']['start'][0]:.2f}) was above today's ceiling of {LOAD_CEILING * cpus:g} "
+        f"({start:.2f}) was above today's ceiling of {LOAD_CEILING * cpus:g} "
         f"({LOAD_CEILING:g} per core): other work may have shared the cores."
     )
 
@@ -208,7 +204,8 @@ def tta_goal(res: dict[str, Any]) -> str:
 
     fast, slow = (as_times(run["time_to_accuracy_seconds"] for run in res[key]["runs"]) for key in ("fast", "seed_recipe"))
     interval = two_sample(fast, slow, RATIO)
-    met = {REPRODUCED: "met", NOT_REPRODUCED: "not met", INCONCLUSIVE: "inconclusive"}[decide(interval, "above", GOAL_SPEEDUP)]
+    # a goal's words, as bench/pairs.py's goal_verdict has them
+    met = {REPRODUCED: "met", NOT_REPRODUCED: "not met", INCONCLUSIVE: "undecided"}[decide(interval, "above", GOAL_SPEEDUP)]
     sizes = f"{len(fast)} against {len(slow)} seed{'s' if len(slow) > 1 else ''}"
 
     def factor(x: float) -> str:  # a side that never reached makes a pair's ratio 0 or unbounded

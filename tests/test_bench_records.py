@@ -333,7 +333,7 @@ def test_one_seed_shows_no_spread_rather_than_a_coefficient_of_zero():
     assert "Seed 0; speed-up of the fast entry over the seed recipe (ratio of the medians): **12.85x**.\n" in text
     # one seed against one: no interval, so no decision on the speed-up, and no spread to judge
     assert text.endswith(
-        "12.85x, no interval from 1 against 1 seed: **inconclusive**; a coefficient of variation of the fast entry's times "
+        "12.85x, no interval from 1 against 1 seed: **undecided**; a coefficient of variation of the fast entry's times "
         "of at most 5%: one seed has no spread: **not judged**."
     )
 
@@ -353,13 +353,13 @@ def _race(fast: list[float | None], slow: list[float | None], cov: float | None)
 def test_the_race_goal_is_decided_by_the_interval_of_the_seeds():
     """The goal line is computed from the per-seed times by dawnpipe.verdict's
     rule: met when the whole 90% interval of the speed-up is above 10x, not met
-    when none of it is, inconclusive otherwise; the spread as measured."""
+    when none of it is, undecided otherwise; the spread as measured."""
     met = docs.tta_goal(_race([80, 81, 82, 83, 84], [1100, 1110, 1120, 1130, 1140], 0.02))
     assert "(90.5% interval, 5 against 5 seeds): **met**" in met and "2.0% over the 5 seeds that reached it: **met**" in met
     slow_fast = docs.tta_goal(_race([200, 201, 202, 203, 204], [1100, 1110, 1120, 1130, 1140], 0.06))
     assert "**not met**; " in slow_fast and "6.0% over the 5 seeds that reached it: **not met**" in slow_fast
     straddling = docs.tta_goal(_race([80, 100, 120, 140, 160], [1000, 1100, 1200, 1300, 1400], 0.3))
-    assert "**inconclusive**; " in straddling
+    assert "**undecided**; " in straddling
     # a seed recipe that never reached 93%: infinitely slow, the speed-up decided whatever the sizes
     never = docs.tta_goal(_race([80, 81], [None, None], 0.01))
     assert "the seed recipe reached 93% in none of its seeds, the other entry in every one (2 against 2 seeds): **met**" in never
