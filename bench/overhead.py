@@ -13,7 +13,7 @@ side is the real stage, ``python -m dawnpipe train``, as the workflow runs it
 (the sampler on, one sample a second), and its time is the training clock of
 run.json. So the ratio is what the harness costs the steps, and nothing else.
 
-Runs go in pairs (bare, then pipeline) in fresh processes; each pair gives a
+Runs go in pairs (bare and pipeline, in turns first) in fresh processes; each pair gives a
 ratio, and the overhead is the median of the pairs' ratios with its
 distribution-free interval (bench/pairs.py: 90% or more). Pairs are added
 until the interval's half-width is within --precision (1.5% of the ratio:
@@ -107,7 +107,8 @@ def short_entry(entry: Path, epochs: int, out: Path) -> Path:
 def pipeline_seconds(entry: Path, data: Path, items: int, epochs: int, threads: int, seed: int, out: Path) -> float:
     # a threshold above 100% keeps every epoch of the (shortened) budget running
     short = short_entry(entry, epochs, out)
-    command = train_command(short, seed, data, out, 101.0, stop_at_threshold=False, train_limit=items, test_limit=1000, threads=threads)
+    # the hardware sampled every second, as the workflow runs it (config telemetry.interval_s)
+    command = train_command(short, seed, data, out, 101.0, stop_at_threshold=False, train_limit=items, test_limit=1000, threads=threads, telemetry_interval=1)
     subprocess.run(command, check=True, env=env(), stdout=subprocess.DEVNULL)
     run = out / "run.json"
     return read_run_info(run)["result"]["training_hours"] * 3600.0

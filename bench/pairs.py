@@ -1,13 +1,16 @@
 """Paired timing of two sides, for the overhead benches (bench/overhead.py,
 bench/program_overhead.py).
 
-Runs go in pairs (the first side, then the second) in fresh processes; each
-pair gives a ratio, second / first, and the overhead is the median of the
-pairs' ratios with its distribution-free interval
-(dawnpipe.verdict.median_interval: 90% or more, from 5 pairs on). Pairing
-keeps a slow drift of the machine (another tenant, a change of clock speed)
-out of the ratio, where two separate series of runs would take it for
-overhead. Pairs are added until the interval's half-width is within
+Runs go in pairs in fresh processes; each pair gives a ratio, second side /
+first side, and the overhead is the median of the pairs' ratios with its
+distribution-free interval (dawnpipe.verdict.median_interval: 90% or more,
+from 5 pairs on). Pairing keeps a slow drift of the machine (another tenant, a
+change of clock speed) out of the ratio, where two separate series of runs
+would take it for overhead. The order within a pair alternates (pair 1 runs
+the first side first, pair 2 the second side first, ...), so whatever running
+first or second in a pair does to a run (the caches and memory the previous
+run left, a clock speed that follows the load) falls on both sides alike
+instead of always on the same one. Pairs are added until the interval's half-width is within
 ``precision`` of the ratio (after at least ``min_repeats`` pairs), or
 ``max_repeats`` pairs have run.
 """
@@ -93,7 +96,8 @@ def run_pairs(sides: Sequence[tuple[str, Side]], args: argparse.Namespace) -> Pa
     pairs = Pairs.of([], [], args.precision)
     width = max(len(label) for label, _ in sides)
     for i in range(args.max_repeats):
-        for (label, side), kept in zip(sides, times, strict=True):
+        order = list(zip(sides, times, strict=True))
+        for (label, side), kept in order if i % 2 == 0 else order[::-1]:
             seconds, note = side(i)
             kept.append(seconds)
             print(f"pair {i + 1}  {label:<{width}}  {seconds:8.2f} s {note}".rstrip(), flush=True)

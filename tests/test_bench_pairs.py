@@ -1,5 +1,6 @@
 """bench/pairs.py: the paired ratio's interval, and a goal decided by it."""
 
+import argparse
 import sys
 
 import pytest
@@ -7,7 +8,7 @@ from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "bench"))
 
-from pairs import Pairs
+from pairs import Pairs, run_pairs
 
 
 def pairs_with_ratios(ratios: list[float]) -> Pairs:
@@ -29,3 +30,21 @@ def test_a_goal_is_met_only_when_the_whole_interval_is_within_it(ratios, verdict
     assert pairs.goal_verdict(1.03) == verdict
     if verdict == "undecided" and pairs.interval.exists:
         assert pairs.interval.estimate <= 1.03 < pairs.interval.high
+
+
+def test_the_side_that_runs_first_alternates_and_each_ratio_stays_second_over_first():
+    """Whatever running first in a pair does to a run falls on both sides in
+    turn; the ratio is still the second side's time over the first's."""
+    ran: list[tuple[str, int]] = []
+
+    def side(name: str, seconds: float):
+        def run(i: int) -> tuple[float, str]:
+            ran.append((name, i))
+            return seconds, ""
+
+        return run
+
+    args = argparse.Namespace(max_repeats=4, min_repeats=4, precision=0.015)
+    pairs = run_pairs([("bare", side("bare", 10.0)), ("stage", side("stage", 10.5))], args)
+    assert ran == [("bare", 0), ("stage", 0), ("stage", 1), ("bare", 1), ("bare", 2), ("stage", 2), ("stage", 3), ("bare", 3)]
+    assert pairs.first == [10.0] * 4 and pairs.second == [10.5] * 4 and pairs.ratios == [1.05] * 4
