@@ -10,9 +10,9 @@ would take it for overhead. The order within a pair alternates (pair 1 runs
 the first side first, pair 2 the second side first, ...), so whatever running
 first or second in a pair does to a run (the caches and memory the previous
 run left, a clock speed that follows the load) falls on both sides alike
-instead of always on the same one. Pairs are added until the interval's half-width is within
-``precision`` of the ratio (after at least ``min_repeats`` pairs), or
-``max_repeats`` pairs have run.
+instead of always on the same one. Pairs are added until the interval's
+half-width is within ``precision`` of the ratio (after at least ``min_repeats``
+pairs), or ``max_repeats`` pairs have run.
 """
 
 from __future__ import annotations
