@@ -13,13 +13,12 @@ side is the real stage, ``python -m dawnpipe train``, as the workflow runs it
 (the sampler on, one sample a second), and its time is the training clock of
 run.json. So the ratio is what the harness costs the steps, and nothing else.
 
-Runs go in pairs (bare and pipeline, in turns first) in fresh processes; each pair gives a
-ratio, and the overhead is the median of the pairs' ratios with its
-distribution-free interval (bench/pairs.py: 90% or more). Pairs are added
-until the interval's half-width is within --precision (1.5% of the ratio:
-half the 3% the target allows) or --max-repeats pairs have run.
-Target: at most 1.03. Its last line is
-``harness overhead: <ratio>x [<low>, <high>]``.
+Runs go in pairs (bare and pipeline, in turns first) in fresh processes; each
+pair gives a ratio, and the overhead is the median of the pairs' ratios with
+its distribution-free interval (bench/pairs.py: 90% or more). Pairs are added
+until the interval's half-width is within --precision (1.5% of the ratio: half
+the 3% the target allows) or --max-repeats pairs have run. Target: at most
+1.03. Its last line is ``harness overhead: <ratio>x [<low>, <high>]``.
 
 Data: --data, by default data/prepared/fashion-mnist, made by the pipeline
 when missing (bench/inputs.py). `--record` writes every run's time, the

@@ -23,13 +23,13 @@ on the clock here, is printed and recorded beside it.
 The bare side is given what the harness gives it: the same items, the test
 split less the items kept back, in the layouts its command names.
 
-Runs go in pairs (bare and harness, in turns first) in fresh processes; each pair gives a
-ratio, and the overhead is the median of the pairs' ratios with its
-distribution-free interval (bench/pairs.py: 90% or more). Pairs are added
+Runs go in pairs (bare and harness, in turns first) in fresh processes; each
+pair gives a ratio, and the overhead is the median of the pairs' ratios with
+its distribution-free interval (bench/pairs.py: 90% or more). Pairs are added
 until the interval's half-width is within --precision (1.5% of the ratio) or
---max-repeats pairs have run. Goal: at most GOAL (1.03), met when the
-whole interval is at or below it, not met when the whole interval is above
-it, undecided otherwise (bench/pairs.py). Its last line is
+--max-repeats pairs have run. Goal: at most GOAL (1.03), met when the whole
+interval is at or below it, not met when the whole interval is above it,
+undecided otherwise (bench/pairs.py). Its last line is
 ``program harness overhead: <ratio>x [<low>, <high>]``.
 
 `--record` writes every run's time, the exports and dawnpipe's own clock of
