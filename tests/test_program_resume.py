@@ -52,23 +52,14 @@ def _ledger(work) -> dict:
         return {}
 
 
-def kill_after(work, seconds: float, *, after: str = "heartbeat") -> bool:
-    """Start the run and SIGKILL its job and the program ``seconds`` after dawnpipe's ledger first
-    holds ``after``: "heartbeat" (written each second once the program's clock runs: it is training,
-    not starting up) or "attempt" (the program was started); False when the run finished first.
-    Timed by the program's progress, not by the machine's speed: a loaded machine takes longer to
-    start, not to be killed in training."""
-    proc = subprocess.Popen(
+def _start(work) -> subprocess.Popen:
+    return subprocess.Popen(
         snakemake(work, "--rerun-incomplete"), cwd=work, env=tool_env(), start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
-    deadline = time.monotonic() + 900
-    while proc.poll() is None and not _ledger(work).get(after) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    try:
-        proc.wait(timeout=seconds)
-        return False
-    except subprocess.TimeoutExpired:
-        pass
+
+
+def _kill(work, proc: subprocess.Popen) -> None:
+    """SIGKILL Snakemake, the train stage and the program, then unlock the project, as after any killed Snakemake."""
     program = _ledger(work).get("attempt")
     os.killpg(proc.pid, signal.SIGKILL)  # snakemake and the train stage
     if program and program.get("pid"):
@@ -77,8 +68,60 @@ def kill_after(work, seconds: float, *, after: str = "heartbeat") -> bool:
         except ProcessLookupError:
             pass
     proc.wait(timeout=60)
-    subprocess.run(snakemake(work, "--unlock"), cwd=work, env=tool_env(), check=True, capture_output=True)  # as after any killed Snakemake
+    subprocess.run(snakemake(work, "--unlock"), cwd=work, env=tool_env(), check=True, capture_output=True)
+
+
+def kill_after(work, seconds: float, *, after: str = "heartbeat") -> bool:
+    """Start the run and SIGKILL its job and the program ``seconds`` after dawnpipe's ledger first
+    holds this attempt's ``after``: "heartbeat" (written each second once the program's clock runs:
+    it is training, not starting up) or "attempt" (the program was started), not the one a killed
+    attempt left there; False when the run finished first. Timed by the program's progress, not by
+    the machine's speed: a loaded machine takes longer to start, not to be killed in training."""
+    left = _ledger(work).get(after)
+    proc = _start(work)
+    deadline = time.monotonic() + 900
+    while proc.poll() is None and _ledger(work).get(after) in (None, left) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    try:
+        proc.wait(timeout=seconds)
+        return False
+    except subprocess.TimeoutExpired:
+        pass
+    _kill(work, proc)
     return True
+
+
+def _handed_over_unscored(work) -> set[int]:
+    """The epochs whose epoch_stop dawnpipe has read (noted in the run's announced.jsonl) and whose model
+    it has not scored yet (no row in its ledger), once its heartbeat holds the attempt's clock."""
+    ledger = _ledger(work)
+    try:
+        lines = (work / f"results/.work/{ENTRY}/seed0/announced.jsonl").read_text().splitlines()
+        announced = {json.loads(line)["epoch"] for line in lines if line.endswith("}")}
+    except (FileNotFoundError, json.JSONDecodeError):
+        return set()
+    return announced - {row["epoch"] for row in ledger.get("rows", [])} if ledger.get("heartbeat") else set()
+
+
+def kill_before_scoring(work) -> int | None:
+    """Start the run and SIGKILL it after dawnpipe has read a hand-over (epoch_stop) and before it scored
+    that epoch; the epoch, or None when the run finished first. The next attempt must score it (the
+    program goes on after it, from its checkpoint), timed by the clock of the attempt that trained it.
+    The moment is checked again with Snakemake and the train stage stopped (SIGSTOP to their process
+    group), so the scoring cannot slip in between the check and the kill."""
+    proc = _start(work)
+    deadline = time.monotonic() + 900
+    while proc.poll() is None and time.monotonic() < deadline:
+        if _handed_over_unscored(work):
+            os.killpg(proc.pid, signal.SIGSTOP)
+            unscored = _handed_over_unscored(work)
+            if unscored:
+                _kill(work, proc)
+                return min(unscored)
+            os.killpg(proc.pid, signal.SIGCONT)  # scored meanwhile: wait for the next hand-over
+        time.sleep(0.01)
+    proc.wait(timeout=60)
+    return None
 
 
 @pytest.fixture(scope="module")
@@ -86,15 +129,16 @@ def runs(tmp_path_factory, fashion_mnist_source):
     whole = project(tmp_path_factory.mktemp("whole"))
     run_snakemake(whole, *snakemake(whole)[1:], timeout=1800)
     killed = project(tmp_path_factory.mktemp("killed"))
+    handed_over = kill_before_scoring(killed)
     rng = random.Random(20261127)
-    kills = 0
-    for _ in range(3):  # at random moments of its training: in an epoch, in a freeze, in a hand-over
-        if kill_after(killed, rng.uniform(0.2, 7.0)):
-            kills += 1
+    kills = int(handed_over is not None)
+    for _ in range(2):  # then at random moments of its training: in an epoch, in a freeze, in a hand-over
         if (killed / TARGET).is_file():
             break
+        if kill_after(killed, rng.uniform(0.2, 7.0)):
+            kills += 1
     run_snakemake(killed, *snakemake(killed, "--rerun-incomplete")[1:], timeout=1800)
-    return whole, killed, kills
+    return whole, killed, kills, handed_over
 
 
 def log_of(work):
@@ -106,7 +150,7 @@ def run_json(work):
 
 
 def test_a_killed_program_run_resumes_to_the_same_epochs_and_scores(runs):
-    whole, killed, kills = runs
+    whole, killed, kills, _ = runs
     assert kills >= 1, "the run ended before any kill landed"
     a, b = log_of(whole), log_of(killed)
     assert list(a.index) == list(b.index) == [1, 2, 3, 4]
@@ -126,7 +170,7 @@ def test_the_lost_time_is_counted_and_the_clock_agrees_with_the_programs_own(run
     clock; less that, dawnpipe's clock of every epoch agrees with the training time the program measured itself
     (carried across attempts in its checkpoint) within the clocks' tolerance (docs/rules.md#the-clock: 2% plus
     one second). Both clocks are of the same run, so a machine busy with other work shifts neither against the other."""
-    _, killed, _ = runs
+    _, killed, *_ = runs
     run = run_json(killed)
     interruptions = run["result"]["interruptions"]
     assert interruptions and all(i["lost_seconds"] >= 0 for i in interruptions) and sum(i["lost_seconds"] for i in interruptions) > 0, interruptions
@@ -139,6 +183,19 @@ def test_the_lost_time_is_counted_and_the_clock_agrees_with_the_programs_own(run
         assert ours == pytest.approx(theirs, rel=0.02, abs=1.0), (epoch, ours, theirs, interruptions)
         assert log["hours"][epoch] <= log["wall_hours"][epoch] + 1e-9
     assert run["program"]["excluded"] is None
+
+
+def test_an_epoch_handed_over_before_a_kill_is_scored_on_the_clock_that_trained_it(runs):
+    """The attempt killed between reading an epoch_stop and scoring its model: the next attempt scores that
+    model, and times the epoch as if it had been scored at once: its training, its items, its clocks from
+    the killed attempt's own run_start, freezes and hand-over (its heartbeat and announced.jsonl)."""
+    whole, killed, _, epoch = runs
+    assert epoch is not None, "the run ended before a hand-over could be caught unscored"
+    row, fresh = log_of(killed).loc[epoch], log_of(whole).loc[epoch]  # scored: not lost with the attempt
+    assert row["items_per_second"] > 0 and row["epoch_train_seconds"] >= 2.0  # the program sleeps 2 s in each epoch
+    assert row["epoch_train_seconds"] == pytest.approx(fresh["epoch_train_seconds"], rel=0.5)
+    assert row["items_per_second"] * row["epoch_train_seconds"] == pytest.approx(fresh["items_per_second"] * fresh["epoch_train_seconds"])
+    assert row["eval_seconds"] == fresh["eval_seconds"] == 0.0  # contract 2: the program's own evaluation is its business, on the clock
 
 
 def test_a_program_without_state_starts_again(tmp_path, fashion_mnist_source):

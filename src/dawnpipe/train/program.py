@@ -418,6 +418,7 @@ class ProgramRun:
         self.file_clock_offset_ns = 0  # the model directory's file clock against this process's (_file_clock_offset)
         self._arrival_lock = threading.Lock()  # the reader threads' (stdout's, stderr's) view of contract 1 evaluations
         self._evaluation_lines: dict[str, set[str]] = {}  # epoch -> the lines of its evaluation read so far
+        self._epoch_starts: dict[Any, tuple[float, float]] = {}  # epoch_num -> (stamp, time_ms) of its epoch_start, as read (contract 2)
         self.device_watch: DeviceWatch | None = None
         self.values: dict[str, str] = {}
         self.command_words: list[str] = []
@@ -559,11 +560,16 @@ class ProgramRun:
                 seen = self._evaluation_lines.setdefault(str(event.metadata.get("epoch_num")), set())
                 seen.add(event.key)
                 return seen == {"eval_stop", "eval_accuracy"}
+        if event.key == "epoch_start":
+            self._epoch_starts[event.metadata.get("epoch_num")] = (stamp, event.time_ms)
+            return False
         if event.key != "epoch_stop":
             return False
         if self.resumable:
+            epoch = event.metadata.get("epoch_num")
+            doc = {"epoch": epoch, "stamp": stamp, "time_ms": event.time_ms, "start": self._epoch_starts.get(epoch)}
             with open(self.work / ANNOUNCED_FILE, "a", encoding="utf-8") as f:
-                f.write(json.dumps({"epoch": event.metadata.get("epoch_num"), "stamp": stamp, "time_ms": event.time_ms}) + "\n")
+                f.write(json.dumps(doc) + "\n")
                 f.flush()
                 os.fsync(f.fileno())
         return True
@@ -863,6 +869,7 @@ class ProgramRun:
                 "started": self.process.started,
                 "startup_seconds": tl.run_start[0] - self.process.started,
                 "startup_cpu_seconds": self.startup_cpu,
+                "train_samples": tl.other.get("train_samples"),
             }
             self.ledger.save()
 
@@ -905,7 +912,7 @@ class ProgramRun:
         """Score epoch ``doc['epoch']``, whose epoch_stop the killed attempt read but did not live to score; False when its model is gone."""
         epoch = int(doc["epoch"])
         path = self._find_model(epoch)
-        if path is None:
+        if path is None or not isinstance(doc.get("start"), list):  # no model, or an epoch_stop without its epoch_start: nothing to time
             return False
         self.values.setdefault("threads", str(self.threads or len(os.sched_getaffinity(0))))
         model = self._read_model(epoch, path)
@@ -916,34 +923,24 @@ class ProgramRun:
         first_before = self._first_reached()
         score = self._scorer.score(model)
         rule = clock.ClockRule(self.contract, freezes=[clock.Freeze(*f[:5], tuple(tuple(x) for x in f[5]) if len(f) > 5 else ()) for f in beat["freezes"]])
-        stop = (float(doc["stamp"]), float(doc["time_ms"]))
-        ours, theirs = rule.training_seconds(tuple(beat["run_start"]), stop)
-        base, excess = beat["base"], float(beat["startup_excess"])
         measured = score.whole[self.task.metric_column]
         if measured >= self.threshold or first_before is None:
             self._save_threshold(model, {"measured": measured, "reached": bool(measured >= self.threshold), "contract": self.contract})
-        hours = (base[0] + ours + excess) / 3600.0
-        before = self.ledger.rows[-1]["hours"] if self.ledger.rows else base[0] / 3600.0
+        stop = (float(doc["stamp"]), float(doc["time_ms"]))
         self.ledger.rows.append(
-            self.scored_row(
+            self._timed_row(
                 epoch,
                 score,
-                clock_seconds=base[0] + ours + excess,
-                program_seconds=base[1] + theirs + excess,
+                rule,
+                run_start=tuple(beat["run_start"]),
+                epoch_span=(float(doc["start"][0]), stop[0]),
+                handed=stop,
+                exported=0.0,  # no freeze to place its export in: the attempt that handed it over is gone
+                base=tuple(beat["base"]),
+                excess=float(beat["startup_excess"]),
                 wall_seconds=float(beat["wall_base"]) + stop[0] - float(beat["started"]),
-                eval_seconds=0.0,
-                epoch_seconds=max(0.0, (hours - before) * 3600.0),  # its clock since the epoch before
-                lost_seconds=0.0,
-                items=None,
-                off_clock={
-                    "startup_seconds": float(beat["startup_seconds"]),
-                    "startup_cpu_seconds": float(beat["startup_cpu_seconds"]),
-                    "startup_counted_seconds": excess,
-                    "freeze_seconds": clock.covered([span for f in rule.freezes for span in f.spans(0)], beat["run_start"][0], stop[0]),
-                    "export_seconds": clock.covered(rule.exports(), beat["run_start"][0], stop[0]),
-                    "evaluation_off_clock_seconds": 0.0,
-                    "evaluation_counted_seconds": 0.0,
-                },
+                startup=(float(beat["startup_seconds"]), float(beat["startup_cpu_seconds"])),
+                train_samples=beat.get("train_samples"),
             )
         )
         self.ledger.save()
@@ -1065,38 +1062,70 @@ class ProgramRun:
         """Epoch ``n``'s row, once its model is scored: dawnpipe's score, both clocks, and what the clocks left out.
         Everything it depends on (run_start, the freezes and evaluation windows before its epoch_stop) is known by then."""
         tl = self.timeline
-        samples = tl.other.get("train_samples") if _positive(tl.other.get("train_samples")) else self.train_items()  # items per epoch
         e = tl.epochs[n]
         # the clock runs to the moment the model is handed over: epoch_stop (contract 2); under contract 1 the line that
         # completed the evaluation (its eval_stop, or an eval_accuracy logged after it: what the program did in between is on the clock)
         handed = e.stop if self.contract >= 2 else (line.stamp, line.event.time_ms)
-        ours, theirs = self.rule.training_seconds(tl.run_start, handed)
         # this epoch's own export (the program's factory, in the freeze after its hand-over) belongs to this epoch, as a
         # program's own export of ONNX before its epoch_stop does; an earlier epoch's lies on the clock before handed
         export = self._exports.get(n)
-        exported = export[1] - export[0] if export is not None else 0.0
-        ours, theirs = ours + exported, theirs + exported
-        parts = self.rule.parts(tl.run_start[0], handed[0])
-        epoch_seconds = max(0.0, e.stop[0] - e.start[0] - clock.covered(self.rule.off_clock(0), e.start[0], e.stop[0])) if n > 0 else 0.0
-        excess = self._startup_excess()
-        return self.scored_row(
+        return self._timed_row(
             n,
             self.scores[n],
-            clock_seconds=self.base[0] + ours + excess,
-            program_seconds=self.base[1] + theirs + excess,
+            self.rule,
+            run_start=tl.run_start,
+            epoch_span=(e.start[0], e.stop[0]),
+            handed=handed,
+            exported=export[1] - export[0] if export is not None else 0.0,
+            base=self.base,
+            excess=self._startup_excess(),
             # from starting the program (earlier attempts included) to handing the model over (weights: to the end of
             # their export, which is on the clock): the clock never exceeds it
             wall_seconds=self.wall_base + (export[1] if export is not None else handed[0]) - self.process.started,
+            startup=(tl.run_start[0] - self.process.started, self.startup_cpu),
+            train_samples=tl.other.get("train_samples"),
+        )
+
+    def _timed_row(
+        self,
+        epoch: int,
+        score: Score,
+        rule: clock.ClockRule,
+        *,
+        run_start: tuple[float, float],
+        epoch_span: tuple[float, float],
+        handed: tuple[float, float],
+        exported: float,
+        base: tuple[float, float],
+        excess: float,
+        wall_seconds: float,
+        startup: tuple[float, float],
+        train_samples: Any,
+    ) -> dict[str, Any]:
+        """Epoch ``epoch``'s row timed by ``rule`` (the clock of the attempt that trained it): both clocks from
+        ``run_start`` to the hand-over ``handed`` plus its own ``exported`` seconds and the earlier attempts'
+        ``base``, the epoch's training (``epoch_span`` less what was off the clock), the time it lost to
+        interruptions, and what the clock left out. ``startup``: (seconds, CPU seconds) before run_start."""
+        ours, theirs = rule.training_seconds(run_start, handed)
+        parts = rule.parts(run_start[0], handed[0])
+        start, stop = epoch_span
+        samples = train_samples if _positive(train_samples) else self.train_items()  # items per epoch
+        return self.scored_row(
+            epoch,
+            score,
+            clock_seconds=base[0] + ours + exported + excess,
+            program_seconds=base[1] + theirs + exported + excess,
+            wall_seconds=wall_seconds,
             eval_seconds=float(parts["evaluation_seconds"]),
-            epoch_seconds=epoch_seconds,
-            lost_seconds=float(sum(i["lost_seconds"] for i in self.ledger.interruptions if i["epoch"] == n)),
+            epoch_seconds=max(0.0, stop - start - clock.covered(rule.off_clock(0), start, stop)) if epoch > 0 else 0.0,
+            lost_seconds=float(sum(i["lost_seconds"] for i in self.ledger.interruptions if i["epoch"] == epoch)),
             items=float(samples) if _positive(samples) else None,
             off_clock={
-                "startup_seconds": tl.run_start[0] - self.process.started,
-                "startup_cpu_seconds": self.startup_cpu,
+                "startup_seconds": startup[0],
+                "startup_cpu_seconds": startup[1],
                 "startup_counted_seconds": excess,
                 "freeze_seconds": parts["freeze_seconds"],
-                "export_seconds": clock.covered(self.rule.exports(), tl.run_start[0], handed[0]) + exported,
+                "export_seconds": clock.covered(rule.exports(), run_start[0], handed[0]) + exported,
                 "evaluation_off_clock_seconds": parts["evaluation_off_clock_seconds"],
                 "evaluation_counted_seconds": parts["evaluation_counted_seconds"],
             },
