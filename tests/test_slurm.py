@@ -13,7 +13,9 @@ One run of the whole test configuration answers most questions at once:
 - a training job cancelled in the middle of an epoch (SIGTERM, then SIGKILL
   KillWait seconds later, exactly what Slurm does at a walltime) is retried
   by Snakemake with a longer walltime and resumes from its checkpoint.
-A second, small run trains one entry with 2 processes started by srun.
+Four smaller runs, side by side in the same project: one entry trained by 2
+processes started by srun, a program entry, a study, and a CUDA entry that
+must fail where CUDA is missing.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from conftest import ROOT, copy_project, resolved_config, run_snakemake, tool_env
+from conftest import ROOT, copy_project, resolved_config, tool_env
 from tiny_training import TINY_ENTRY
 
 from dawnpipe.schemas.results import RunLog, validate
@@ -167,6 +169,78 @@ def run_json(work: Path, entry: str, seed: int) -> dict:
 RUNS = [("fastnet", 0), ("fastnet", 1), ("resnet20-dawn", 0), ("resnet20-dawn", 1)]
 
 
+def _srun_run(work: Path) -> list[str]:
+    """A data-parallel entry (2 processes) to its time to accuracy."""
+    entry = {**TINY_ENTRY, "description": "tiny, 2 processes", "distributed": {"nodes": 1, "processes_per_node": 2}}
+    (work / "config/entries/tiny-2proc.yaml").write_text(yaml.safe_dump(entry, sort_keys=False))
+    config = resolved_config(work, "config/test.yaml")
+    config.update(name="ddp-slurm", entries=["tiny-2proc"], seeds=[0], train_limit=2000, test_limit=1000)
+    (work / "config/ddp.yaml").write_text(yaml.safe_dump(config))
+    return ["results/runs/tiny-2proc/seed0/time_to_accuracy.json", "--configfile", "config/ddp.yaml"]
+
+
+def _program_run(work: Path) -> list[str]:
+    """tests/programs/fmnist_program.py as an entry, to its latency."""
+    from program_entries import program_entry
+
+    (work / "config/entries/prog-slurm.yaml").write_text(yaml.safe_dump(program_entry("honest")))
+    config = resolved_config(work, "config/test.yaml")
+    backends = ["onnxruntime", "onnxruntime-int8"]  # and a program's model quantised to int8 by dawnpipe
+    config.update(name="program-slurm", entries=["prog-slurm"], seeds=[0], inference={**config["inference"], "backends": backends})
+    (work / "config/program-slurm.yaml").write_text(yaml.safe_dump(config))
+    return ["results/runs/prog-slurm/seed0/latency.json", "--configfile", "config/program-slurm.yaml"]
+
+
+def _study_run(work: Path) -> list[str]:
+    """config/test-study.yaml's test-batch on seed 1 only (--config study_seeds=[1])."""
+    return ["results/studies/test-batch.html", "--configfile", "config/test-study.yaml", "--config", "study_seeds=[1]"]
+
+
+def _gpu_run(work: Path) -> list[str]:
+    """An entry with device: cuda and 2 processes, which must fail where CUDA is missing: no retry."""
+    entry = {**TINY_ENTRY, "device": "cuda", "distributed": {"nodes": 1, "processes_per_node": 2}}
+    (work / "config/entries/tiny-gpu2.yaml").write_text(yaml.safe_dump(entry, sort_keys=False))
+    config = resolved_config(work, "config/test.yaml")
+    config.update(name="gpu-slurm", entries=["tiny-gpu2"], seeds=[0])
+    (work / "config/gpu.yaml").write_text(yaml.safe_dump(config))
+    return ["--retries", "0", "results/runs/tiny-gpu2/seed0/run.json", "--configfile", "config/gpu.yaml"]
+
+
+MORE_RUNS = {"srun": _srun_run, "program": _program_run, "study": _study_run, "gpu": _gpu_run}
+
+
+@pytest.fixture(scope="session")
+def more_slurm_runs(slurm_workflow, slurm_cluster) -> dict[str, tuple[int, str]]:
+    """Four smaller runs through profiles/slurm in the project of the main one (its data prepared), started
+    together: separate Snakemake processes, each with its own configuration and targets (no job in common,
+    so Snakemake's locks let them run side by side), while Slurm queues their jobs on the one node. Each
+    test below reads its own: the exit status and output of its Snakemake."""
+    work = slurm_workflow["work"]
+    started = {}
+    for name, make in MORE_RUNS.items():
+        out = open(work / f"snakemake-{name}.out", "w")  # closed below, once the process is done
+        cmd = ["snakemake", *SLURM, *make(work)]
+        started[name] = (subprocess.Popen(cmd, cwd=work, env=tool_env(), stdout=out, stderr=subprocess.STDOUT, text=True), out)
+    done = {}
+    try:
+        for name, (proc, out) in started.items():
+            proc.wait(timeout=3600)
+            out.close()
+            done[name] = (proc.returncode, (work / f"snakemake-{name}.out").read_text())
+    finally:
+        for proc, out in started.values():
+            if proc.poll() is None:
+                proc.terminate()
+            out.close()
+    return done
+
+
+def _succeeded(run: tuple[int, str], what: str) -> str:
+    code, out = run
+    assert code == 0, f"snakemake --profile profiles/slurm ({what}) failed ({code}):\n{out[-6000:]}"
+    return out
+
+
 def test_every_job_ran_under_slurm(slurm_workflow):
     out, jobs = slurm_workflow["output"], slurm_workflow["jobs"]
     submitted = SUBMITTED.findall(out)
@@ -241,16 +315,11 @@ def test_cancelled_training_job_resumes_from_its_checkpoint_on_retry(slurm_workf
     assert np.allclose(log["hours"] * 3600, np.cumsum(log["epoch_train_seconds"] + log["lost_seconds"]))
 
 
-def test_two_processes_started_by_srun(slurm_workflow, slurm_cluster):
+def test_two_processes_started_by_srun(slurm_workflow, slurm_cluster, more_slurm_runs):
     """A data-parallel entry (2 processes) under Slurm: the plugin allocates 2
     tasks, `dawnpipe train` starts the ranks with srun, gloo connects them."""
     work = slurm_workflow["work"]
-    entry = {**TINY_ENTRY, "description": "tiny, 2 processes", "distributed": {"nodes": 1, "processes_per_node": 2}}
-    (work / "config/entries/tiny-2proc.yaml").write_text(yaml.safe_dump(entry, sort_keys=False))
-    config = resolved_config(work, "config/test.yaml")
-    config.update(name="ddp-slurm", entries=["tiny-2proc"], seeds=[0], train_limit=2000, test_limit=1000)
-    (work / "config/ddp.yaml").write_text(yaml.safe_dump(config))
-    run_snakemake(work, *SLURM, "results/runs/tiny-2proc/seed0/time_to_accuracy.json", "--configfile", "config/ddp.yaml", timeout=1800)
+    _succeeded(more_slurm_runs["srun"], "2 processes")
     run = run_json(work, "tiny-2proc", 0)
     assert run["result"]["distributed"] == {"nodes": 1, "processes_per_node": 2, "world_size": 2, "backend": "gloo", "launcher": "srun"}
     assert run["hardware"] == "local-cpu (2 processes)"
@@ -262,19 +331,12 @@ def test_two_processes_started_by_srun(slurm_workflow, slurm_cluster):
     assert (log["items_per_second"] * log["epoch_train_seconds"]).round().eq(2000).all()  # every item, once per epoch
 
 
-def test_a_program_entry_runs_as_a_slurm_job(slurm_workflow, slurm_cluster):
+def test_a_program_entry_runs_as_a_slurm_job(slurm_workflow, slurm_cluster, more_slurm_runs):
     """Somebody's own program (tests/programs/fmnist_program.py) as an entry under
     the Slurm profile: its train job is a Slurm job, the program runs inside it
     (its process group, its telemetry), and dawnpipe verifies and ranks it there."""
-    from program_entries import program_entry
-
     work = slurm_workflow["work"]
-    (work / "config/entries/prog-slurm.yaml").write_text(yaml.safe_dump(program_entry("honest")))
-    config = resolved_config(work, "config/test.yaml")
-    backends = ["onnxruntime", "onnxruntime-int8"]  # and a program's model quantised to int8 by dawnpipe
-    config.update(name="program-slurm", entries=["prog-slurm"], seeds=[0], inference={**config["inference"], "backends": backends})
-    (work / "config/program-slurm.yaml").write_text(yaml.safe_dump(config))
-    run_snakemake(work, *SLURM, "results/runs/prog-slurm/seed0/latency.json", "--configfile", "config/program-slurm.yaml", timeout=1800)
+    _succeeded(more_slurm_runs["program"], "a program entry")
     run = run_json(work, "prog-slurm", 0)
     job = run["environment"]["slurm"]["job_id"]
     assert job_records(slurm_cluster["jobcomp"])[job]["JobState"] == "COMPLETED"
@@ -285,7 +347,7 @@ def test_a_program_entry_runs_as_a_slurm_job(slurm_workflow, slurm_cluster):
     assert samples["name"].str.contains("descendants").any()  # the program's processes are sampled with the harness
 
 
-def test_a_study_runs_under_slurm_on_the_configs_study_seeds(slurm_workflow, slurm_cluster):
+def test_a_study_runs_under_slurm_on_the_configs_study_seeds(slurm_workflow, slurm_cluster, more_slurm_runs):
     """A study's variants are entries like any other: config/test-study.yaml's
     test-batch through profiles/slurm, every job a Slurm job (none local), every
     variant's run a Slurm job's, and the study's medians those of the runs'
@@ -293,8 +355,7 @@ def test_a_study_runs_under_slurm_on_the_configs_study_seeds(slurm_workflow, slu
     file's seeds 0 and 1): only seed 1 runs, and the JSON and page say so."""
     work = slurm_workflow["work"]
     target = "results/studies/test-batch.html"
-    proc = run_snakemake(work, *SLURM, target, "--configfile", "config/test-study.yaml", "--config", "study_seeds=[1]", timeout=3600)
-    out = proc.stdout + proc.stderr
+    out = _succeeded(more_slurm_runs["study"], "a study")
     assert "localrule" not in out  # the study stage too ran as a Slurm job
     jobs = job_records(slurm_cluster["jobcomp"])
     submitted = [sid for _, sid in SUBMITTED.findall(out)]
@@ -314,30 +375,14 @@ def test_a_study_runs_under_slurm_on_the_configs_study_seeds(slurm_workflow, slu
         assert v["median_time_to_accuracy_hours"]["70.0"] == pytest.approx(float(log.loc[log["top1Accuracy"] >= 70.0, "hours"].iloc[0]), abs=1e-9)
 
 
-def test_gpu_data_parallel_job_gets_gpus_and_tasks_stand_in(slurm_workflow, slurm_cluster):
+def test_gpu_data_parallel_job_gets_gpus_and_tasks_stand_in(slurm_workflow, slurm_cluster, more_slurm_runs):
     """Stand-in for a multi-GPU job (no CUDA here): an entry with device: cuda
     and 2 processes asks for 2 GPUs with one task per GPU. Slurm accepts the
     request, gives the job 2 tasks and the fake GPUs, srun starts both ranks,
     and they stop where CUDA itself is missing, saying which GPUs they were given."""
     work = slurm_workflow["work"]
-    entry = {**TINY_ENTRY, "device": "cuda", "distributed": {"nodes": 1, "processes_per_node": 2}}
-    (work / "config/entries/tiny-gpu2.yaml").write_text(yaml.safe_dump(entry, sort_keys=False))
-    config = resolved_config(work, "config/test.yaml")
-    config.update(name="gpu-slurm", entries=["tiny-gpu2"], seeds=[0])
-    (work / "config/gpu.yaml").write_text(yaml.safe_dump(config))
-    proc = run_snakemake(
-        work,
-        *SLURM,
-        "--retries",
-        "0",
-        "results/runs/tiny-gpu2/seed0/run.json",
-        "--configfile",
-        "config/gpu.yaml",
-        timeout=900,
-        check=False,
-    )
-    out = proc.stdout + proc.stderr
-    assert proc.returncode != 0, "a CUDA entry trained without CUDA"
+    code, out = more_slurm_runs["gpu"]
+    assert code != 0, "a CUDA entry trained without CUDA"
     [(_, sid)] = SUBMITTED.findall(out)
     assert "gpu=2" in out and "tasks=2" in out and "mpi=srun" in out  # what the rule asked for
     record = job_records(slurm_cluster["jobcomp"])[sid]
