@@ -228,23 +228,15 @@ def pytest_xdist_make_scheduler(config, log):
 
 
 def pytest_collection_modifyitems(config, items):
-    """The order in which the scopes are handed out (--no-loadscope-reorder
-    keeps it): the shared run's scope (the Slurm module among it), the
-    longest, first; then the modules with end-to-end tests (marked slow), each
-    minutes long; then the quick ones, which fill the end, so that no worker
-    is left alone with a long module when the others are done. Every module
-    that uses test_workflow must be in SHARED_RUN_MODULES (the scheduler sees
-    only test ids, not fixtures)."""
+    """The shared run's scope (the Slurm module among it) is the longest, so
+    its tests come first: with --no-loadscope-reorder the scopes are handed
+    out in this order, and the other worker takes the remaining modules one
+    by one. Every module that uses test_workflow must be in SHARED_RUN_MODULES
+    (the scheduler sees only test ids, not fixtures)."""
     modules: dict[str, list] = {}
     for item in items:
         modules.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
     for module, tests in modules.items():
         if module not in SHARED_RUN_MODULES and any("test_workflow" in item.fixturenames for item in tests):
             raise pytest.UsageError(f"{module} uses test_workflow: add it to SHARED_RUN_MODULES in tests/conftest.py")
-    slow = {module for module, tests in modules.items() if any(item.get_closest_marker("slow") for item in tests)}
-
-    def turn(item) -> int:
-        module = item.nodeid.split("::", 1)[0]
-        return 0 if _scope(item.nodeid) == SHARED_RUN_GROUP else 1 if module in slow else 2
-
-    items.sort(key=turn)  # stable: the file order within each
+    items.sort(key=lambda item: _scope(item.nodeid) != SHARED_RUN_GROUP)  # stable: the file order otherwise
