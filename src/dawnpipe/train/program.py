@@ -1102,74 +1102,44 @@ class ProgramRun:
         startup: tuple[float, float],
         train_samples: Any,
     ) -> dict[str, Any]:
-        """Epoch ``epoch``'s row timed by ``rule`` (the clock of the attempt that trained it): both clocks from
-        ``run_start`` to the hand-over ``handed`` plus its own ``exported`` seconds and the earlier attempts'
-        ``base``, the epoch's training (``epoch_span`` less what was off the clock), the time it lost to
-        interruptions, and what the clock left out. ``startup``: (seconds, CPU seconds) before run_start."""
+        """Epoch ``epoch``'s row, timed by ``rule`` (the clock of the attempt that trained it): the log's columns
+        as every run has them (its training loss, evaluation loss and learning rate are inside the program:
+        unknown), dawnpipe's score on the given items, the program's claim (unknown until it arrives), and both
+        clocks from ``run_start`` to the hand-over ``handed`` plus its own ``exported`` seconds and the earlier
+        attempts' ``base``; the epoch's training is ``epoch_span`` less what was off the clock. Then what the
+        clock left out or counted up to this epoch (run.json's program.time, for the ranked epoch);
+        ``startup``: (seconds, CPU seconds) before run_start."""
         ours, theirs = rule.training_seconds(run_start, handed)
         parts = rule.parts(run_start[0], handed[0])
         start, stop = epoch_span
         samples = train_samples if _positive(train_samples) else self.train_items()  # items per epoch
-        return self.scored_row(
-            epoch,
-            score,
-            clock_seconds=base[0] + ours + exported + excess,
-            program_seconds=base[1] + theirs + exported + excess,
-            wall_seconds=wall_seconds,
-            eval_seconds=float(parts["evaluation_seconds"]),
-            epoch_seconds=max(0.0, stop - start - clock.covered(rule.off_clock(0), start, stop)) if epoch > 0 else 0.0,
-            lost_seconds=float(sum(i["lost_seconds"] for i in self.ledger.interruptions if i["epoch"] == epoch)),
-            items=float(samples) if _positive(samples) else None,
-            off_clock={
-                "startup_seconds": startup[0],
-                "startup_cpu_seconds": startup[1],
-                "startup_counted_seconds": excess,
-                "freeze_seconds": parts["freeze_seconds"],
-                "export_seconds": clock.covered(rule.exports(), run_start[0], handed[0]) + exported,
-                "evaluation_off_clock_seconds": parts["evaluation_off_clock_seconds"],
-                "evaluation_counted_seconds": parts["evaluation_counted_seconds"],
-            },
-        )
-
-    def scored_row(
-        self,
-        epoch: int,
-        score: Score,
-        *,
-        clock_seconds: float,
-        program_seconds: float,
-        wall_seconds: float,
-        eval_seconds: float,
-        epoch_seconds: float,
-        lost_seconds: float,
-        items: float | None,
-        off_clock: dict[str, float],
-    ) -> dict[str, Any]:
-        """A scored epoch's row: the log's columns as every run has them (its training loss, evaluation loss and
-        learning rate are inside the program: unknown), then dawnpipe's score on the given items, the program's
-        claim (unknown until it arrives), the program's clock, and what the clock left out or counted up to this
-        epoch (``off_clock``: run.json's program.time, for the ranked epoch)."""
         metric = self.task.metric_column
         test = heldback.memorisation_test(score.correct, self.given.test.labels, self.given.kept)
         return {
             **epoch_row(
                 epoch,
-                clock_seconds,
+                base[0] + ours + exported + excess,
                 {c: score.whole[c] for c in self.task.log_columns},
                 train_loss=None,
                 eval_loss=None,
-                eval_seconds=eval_seconds,
+                eval_seconds=float(parts["evaluation_seconds"]),
                 wall_seconds=wall_seconds,
-                epoch_seconds=epoch_seconds,
+                epoch_seconds=max(0.0, stop - start - clock.covered(rule.off_clock(0), start, stop)) if epoch > 0 else 0.0,
                 lr=None,
-                items=items,
-                lost_seconds=lost_seconds,
+                items=float(samples) if _positive(samples) else None,
+                lost_seconds=float(sum(i["lost_seconds"] for i in self.ledger.interruptions if i["epoch"] == epoch)),
             ),
             f"claimed_{metric}": UNKNOWN,  # filled in when the claim arrives (contract 2: after the epoch_stop)
             f"given_{metric}": score.given[metric],
-            "program_hours": program_seconds / 3600.0,
+            "program_hours": (base[1] + theirs + exported + excess) / 3600.0,
             "verify_seconds": score.seconds,
-            **off_clock,
+            "startup_seconds": startup[0],
+            "startup_cpu_seconds": startup[1],
+            "startup_counted_seconds": excess,
+            "freeze_seconds": parts["freeze_seconds"],
+            "export_seconds": clock.covered(rule.exports(), run_start[0], handed[0]) + exported,
+            "evaluation_off_clock_seconds": parts["evaluation_off_clock_seconds"],
+            "evaluation_counted_seconds": parts["evaluation_counted_seconds"],
             "held_back": test.as_dict() if test is not None else None,
         }
 
