@@ -24,8 +24,8 @@ Programs that do not play fair:
     hide-in-eval   contract 1: trains for --hide seconds more inside each evaluation window
     pre-start      trains for --hide seconds before it logs run_start, then an epoch of a few steps
     memorise       trains on the test items it is given as well (many passes)
-    rewrite        contract 2: hands over an untrained model as epoch 1's, then, after epoch 1's
-                   epoch_stop, writes its trained model under that name
+    rewrite        contract 2: hands over an untrained model as epoch 1's, then, once dawnpipe has
+                   read epoch 1's epoch_stop, writes its trained model under that name
     late-accuracy  contract 1: logs eval_stop, trains for --hide seconds more and writes its model
                    again, then logs eval_accuracy (the line that completes the evaluation)
     backdate       contract 1: floods its output before epoch 1's eval_accuracy, then trains on,
@@ -177,6 +177,23 @@ def train_pass(x, y, seconds=None, cpu=False):
             return time.perf_counter() - began
 
 
+def read_by_dawnpipe():
+    """Wait until the reader of this process's output has read all of it (the pipe is empty: the
+    epoch_stop just logged is in dawnpipe's hands, and with it the freeze that takes the model), and a
+    second more. A write before then would land on the epoch's clock, which runs to the line's
+    arrival: the model dawnpipe took then would be the trained one, timed honestly, and nothing hidden."""
+    import fcntl
+    import termios
+
+    waited = time.monotonic()
+    try:
+        while int.from_bytes(fcntl.ioctl(sys.stdout.fileno(), termios.FIONREAD, b"\0" * 4), sys.byteorder) and time.monotonic() - waited < 60:
+            time.sleep(0.01)
+    except OSError:
+        pass  # not a pipe: the second alone
+    time.sleep(1.0)
+
+
 def write_model(epoch):
     if B == "no-model":
         return
@@ -292,6 +309,7 @@ while epoch <= args.epochs:
         epoch += 1
         continue
     if B == "rewrite" and epoch == 1:
+        read_by_dawnpipe()
         write_model(epoch)  # a better model under the old epoch's name, once dawnpipe has taken the first
     log("eval_start", kind="INTERVAL_START", epoch_num=epoch)
     if B == "hide-in-eval":
