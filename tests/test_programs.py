@@ -504,8 +504,9 @@ def test_contract_1_training_after_eval_stop_is_on_the_epochs_clock(tmp_path, pr
 
 def test_contract_1_a_model_rewritten_while_dawnpipe_reads_a_flood_is_a_violation(tmp_path, prepared_fashion_mnist):
     """A program that floods its output before the line that completes its evaluation, so that dawnpipe takes
-    epoch 1's model late, and meanwhile trains, writes a better model for epoch 1 and sets its modification
-    time back: its status-change time gives it away, before or after dawnpipe took it."""
+    epoch 1's model late, and meanwhile trains; once dawnpipe has read the line (a write before its arrival falls
+    inside the evaluation window, which its bound caps) it writes a better model for epoch 1 and sets its
+    modification time back: its status-change time gives it away."""
     proc, run = train_program(tmp_path, prepared_fashion_mnist, "backdate", "--epochs", "2", contract=1)
     reasons = run["program"]["reasons"]
     assert any(r.startswith("epoch 1's model (epoch1.onnx) was written") for r in reasons), reasons

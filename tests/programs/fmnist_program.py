@@ -29,7 +29,8 @@ Programs that do not play fair:
     late-accuracy  contract 1: logs eval_stop, trains for --hide seconds more and writes its model
                    again, then logs eval_accuracy (the line that completes the evaluation)
     backdate       contract 1: floods its output before epoch 1's eval_accuracy, then trains on,
-                   writes a better model for epoch 1 and sets its modification time back
+                   and once dawnpipe has read it all writes a better model for epoch 1 and sets its
+                   modification time back
     escape         contract 2: a child in a session of its own moves itself out of the program's
                    cgroup (as root) and burns CPU through dawnpipe's freezes
     write-data     writes into dawnpipe's prepared data directory (the file $FMNIST_PROGRAM_VICTIM)
@@ -338,6 +339,7 @@ while epoch <= args.epochs:
         log("eval_accuracy", claimed, epoch_num=epoch)
         log("eval_stop", kind="INTERVAL_END", epoch_num=epoch)
         train_pass(train_x, train_y)  # while dawnpipe reads the flood, before it takes epoch 1's model
+        read_by_dawnpipe()  # a write before the lines' arrival would be inside the evaluation window, under its bound
         write_model(epoch)
         os.utime(Path(args.out, "epoch1.onnx"), ns=(before, before))  # as if written before the evaluation ended
         epoch += 1
