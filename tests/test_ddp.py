@@ -6,6 +6,7 @@ section built from both."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 
 import numpy as np
@@ -337,7 +338,10 @@ def test_two_process_run_stopped_by_sigterm_resumes_to_the_same_log(runs, tmp_pa
 def test_a_failing_rank_is_one_line_naming_it_and_the_ranks_output_is_kept(tmp_path, prepared_fashion_mnist):
     """Real bad input (a truncated label array) makes the ranks fail: the job
     says so in one line naming the rank, the entry, the seed and the rank's own
-    reason, and torchrun's traceback with every rank's output stays in files."""
+    reason, and torchrun's traceback with every rank's output stays in files.
+    Which rank reads the array first is a race: the other fails on it too, or,
+    where the first has already left the process group, says that it lost it;
+    the line names a rank that failed on the array either way."""
     import shutil
 
     data = tmp_path / "prepared"
@@ -349,10 +353,63 @@ def test_a_failing_rank_is_one_line_naming_it_and_the_ranks_output_is_kept(tmp_p
     proc = run_cli(*train_args(entry, data, out))
     assert proc.returncode == 1 and "Traceback" not in proc.stdout + proc.stderr, proc.stderr
     (line,) = proc.stderr.splitlines()
-    assert line.startswith("dawnpipe train: error: rank 0 of tiny-2proc seed 0 failed: ") and "train_labels.npy: not a readable prepared array" in line
+    named = re.match(r"dawnpipe train: error: rank ([01]) of tiny-2proc seed 0 failed: ", line)
+    assert named and "train_labels.npy: not a readable prepared array" in line, line
     ranks = out / "work" / "ranks"
     assert line.endswith(f"(every rank's output: {ranks})")
     assert "ChildFailedError" in (ranks / "launcher.stderr").read_text()  # torchrun's own traceback, kept
     stderr_files = sorted(ranks.rglob("stderr.log"))
     assert len(stderr_files) == 2 and all("dawnpipe train: error:" in f.read_text() for f in stderr_files)
+    assert "not a readable prepared array" in (stderr_files[0].parent.parent / named.group(1) / "stderr.log").read_text()
+    assert not any("internal error" in f.read_text() for f in stderr_files)  # a lost peer is no bug of dawnpipe's
     assert not (out / "run.json").exists()
+
+
+def test_the_rank_named_is_one_that_failed_before_one_that_lost_its_peer(tmp_path):
+    """torchrun's layout of a rank's output: rank 0 says it lost the process
+    group, rank 1 why it left it; the job's line names rank 1."""
+    attempt = tmp_path / "run_x" / "attempt_0"
+    for rank, text in ((0, f"dawnpipe train: error: {ddp.PEER_LEFT} (Connection closed by peer)"), (1, "dawnpipe train: error: data.npy: not readable")):
+        (attempt / str(rank)).mkdir(parents=True)
+        (attempt / str(rank) / "stderr.log").write_text(f"something it printed\n{text}\n")
+    assert ddp.failed_rank(tmp_path) == (1, "data.npy: not readable")
+    (attempt / "1" / "stderr.log").write_text(f"dawnpipe train: error: {ddp.PEER_LEFT} (Broken pipe)\n")
+    assert ddp.failed_rank(tmp_path)[0] == 0  # every rank lost the group: the lowest
+
+
+LEAVES_THE_GROUP = """
+import datetime, os, sys
+import torch, torch.distributed as dist
+from dawnpipe.errors import DawnpipeError
+from dawnpipe.train import distributed as ddp
+rank = ddp.Rank(int(sys.argv[1]), int(sys.argv[1]), 2, "torchrun")
+dist.init_process_group("gloo", init_method="env://", rank=rank.rank, world_size=2, timeout=datetime.timedelta(seconds=60))
+if rank.rank == 1:
+    os._exit(3)  # leaves without a word, as a rank killed by its bad input or out of memory does
+try:
+    with ddp.peers_watched(rank):
+        for _ in range(100):
+            dist.all_reduce(torch.ones(1))
+except DawnpipeError as e:
+    print(e, flush=True)
+    sys.exit(1)
+finally:
+    ddp.shutdown(ddp.Rank(0, 0, 2, "torchrun", "gloo"))  # as dawnpipe's trainer leaves the group
+"""
+
+
+def test_a_rank_whose_peer_leaves_says_so_in_one_line(tmp_path):
+    """Two real gloo processes: rank 1 exits after the group forms; rank 0's
+    next collectives fail under it, and it says that another rank left,
+    which the launcher reads as not its own failure."""
+    import subprocess
+
+    from dawnpipe.train.distributed import free_port
+
+    env = tool_env({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())})
+    procs = [
+        subprocess.Popen([sys.executable, "-c", LEAVES_THE_GROUP, str(r)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in (0, 1)
+    ]
+    (out0, err0), _ = (p.communicate(timeout=120) for p in procs)
+    assert (procs[0].returncode, procs[1].returncode) == (1, 3), err0
+    assert out0.startswith(ddp.PEER_LEFT + " (") and out0.count("\n") == 1, out0

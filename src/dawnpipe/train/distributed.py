@@ -41,7 +41,8 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -236,7 +237,8 @@ def run_launcher(layout: Layout, args: Sequence[str], threads: int | None = None
 
 def failed_rank(ranks_dir: Path) -> tuple[int | None, str]:
     """(rank, its reason) of the lowest rank whose stderr ends in dawnpipe's
-    one-line error, else the lowest rank with any stderr; (None, "") for none.
+    one-line error of its own (one that says another rank left it only where
+    no rank has another), else the lowest rank with any stderr; (None, "") for none.
     torchrun keeps <dir>/<run>/attempt_<n>/<local rank>/stderr.log, srun
     <dir>/rank<N>.stderr."""
     found: dict[int, list[str]] = {}
@@ -256,8 +258,9 @@ def failed_rank(ranks_dir: Path) -> tuple[int | None, str]:
         if any(line.startswith("dawnpipe train:") for line in ls)
     }
     if ours:
-        rank = min(ours)
-        return rank, ours[rank].removeprefix("dawnpipe train:").strip().removeprefix("error:").strip()
+        first = {r: line for r, line in ours.items() if PEER_LEFT not in line} or ours  # a rank's own failure before a lost peer
+        rank = min(first)
+        return rank, first[rank].removeprefix("dawnpipe train:").strip().removeprefix("error:").strip()
     if found:
         rank = min(found)
         return rank, found[rank][-1][:300]
@@ -280,8 +283,33 @@ def init(rank: Rank, device_type: str) -> Rank:
         env["MASTER_ADDR"] = first_node(env)
         env["MASTER_PORT"] = str(20000 + int(env.get("SLURM_JOB_ID", "0")) % 20000)
     backend = "nccl" if device_type == "cuda" else "gloo"
-    dist.init_process_group(backend, init_method="env://", rank=rank.rank, world_size=rank.world_size, timeout=dt.timedelta(minutes=30))
+    with peers_watched(rank):
+        dist.init_process_group(backend, init_method="env://", rank=rank.rank, world_size=rank.world_size, timeout=dt.timedelta(minutes=30))
     return Rank(rank.rank, rank.local_rank, rank.world_size, rank.launcher, backend)
+
+
+# A rank whose peer exits (its own bad input, a kill, out of memory) sees the
+# process group's connection close under it, in whatever collective it is in,
+# the group's forming included: that is not its own failure, nor a bug.
+PEER_LEFT = "another rank left the process group"
+_CONNECTION_LOST = ("Connection closed by peer", "Connection reset by peer", "Broken pipe", "remote process exited")
+
+
+def _lost_peer(e: BaseException) -> bool:
+    return any(words in str(e) for words in _CONNECTION_LOST)
+
+
+@contextmanager
+def peers_watched(rank: Rank) -> Iterator[None]:
+    """A lost peer inside the block is one line saying so (the launcher names
+    the rank that failed first by its own line), not a crash of this rank."""
+    try:
+        yield
+    except RuntimeError as e:
+        if not rank.distributed or not _lost_peer(e):
+            raise
+        said = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
+        raise DawnpipeError(f"{PEER_LEFT} ({said}); the output of the rank that failed says why") from None
 
 
 def cuda_device_index(rank: Rank, device_count: int) -> int:

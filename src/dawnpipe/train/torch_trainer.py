@@ -141,7 +141,7 @@ def train(settings: RunSettings, data_dir: Path, out: Outputs, *, threads: int |
     device = pick_device(settings.entry.device, rank)
     rank = ddp.init(rank, device.type)
     try:
-        with StopRequest().active() as stop:
+        with ddp.peers_watched(rank), StopRequest().active() as stop:
             trainer = ImageTrainer(settings, data_dir, rank=rank, gen=gen, device=device)
             task = trainer.task
             logbook = Logbook(
