@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import sys
 
 import numpy as np
@@ -394,7 +395,7 @@ except DawnpipeError as e:
     print(e, flush=True)
     sys.exit(1)
 finally:
-    ddp.shutdown(ddp.Rank(0, 0, 2, "torchrun", "gloo"))  # as dawnpipe's trainer leaves the group
+    dist.destroy_process_group()  # as dawnpipe's trainer leaves the group
 """
 
 
@@ -402,11 +403,7 @@ def test_a_rank_whose_peer_leaves_says_so_in_one_line(tmp_path):
     """Two real gloo processes: rank 1 exits after the group forms; rank 0's
     next collectives fail under it, and it says that another rank left,
     which the launcher reads as not its own failure."""
-    import subprocess
-
-    from dawnpipe.train.distributed import free_port
-
-    env = tool_env({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())})
+    env = tool_env({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(ddp.free_port())})
     procs = [
         subprocess.Popen([sys.executable, "-c", LEAVES_THE_GROUP, str(r)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in (0, 1)
     ]

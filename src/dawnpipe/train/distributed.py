@@ -308,7 +308,7 @@ def peers_watched(rank: Rank) -> Iterator[None]:
     except RuntimeError as e:
         if not rank.distributed or not _lost_peer(e):
             raise
-        said = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
+        said = str(e).strip().splitlines()[0][:300]  # not empty: it names the lost connection
         raise DawnpipeError(f"{PEER_LEFT} ({said}); the output of the rank that failed says why") from None
 
 
