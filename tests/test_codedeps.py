@@ -55,6 +55,23 @@ def test_imports_anywhere_in_a_module_are_followed(tmp_path):
     ]  # not unused.py (nothing imports it), not pkg/sub (a package of its own, not imported)
 
 
+def test_imports_in_every_kind_of_block_are_followed(tmp_path):
+    """Only statements are walked (an import is one): each block that holds statements is entered."""
+    blocks = (
+        "class C:\n    import dawnpipe.in_class\n"
+        "try:\n    import dawnpipe.in_try\nexcept ImportError:\n    import dawnpipe.in_handler\n"
+        "else:\n    import dawnpipe.in_try_else\nfinally:\n    import dawnpipe.in_finally\n"
+        "with open(__file__):\n    import dawnpipe.in_with\n"
+        "for _ in ():\n    pass\nelse:\n    import dawnpipe.in_for_else\n"
+        "while False:\n    pass\nelse:\n    import dawnpipe.in_while_else\n"
+        "match 1:\n    case 1:\n        import dawnpipe.in_case\n"
+        "async def f():\n    async with x:\n        import dawnpipe.in_async_with\n"
+    )
+    names = ["in_class", "in_try", "in_handler", "in_try_else", "in_finally", "in_with", "in_for_else", "in_while_else", "in_case", "in_async_with"]
+    src = make_package(tmp_path / "src", {"dawnpipe/__init__.py": "", "dawnpipe/stage.py": blocks, **{f"dawnpipe/{n}.py": "" for n in names}})
+    assert closure(src, ["dawnpipe.stage"]) == {"dawnpipe", "dawnpipe.stage", *(f"dawnpipe.{n}" for n in names)}
+
+
 def test_imports_for_annotations_only_are_not_followed(tmp_path):
     """An import under ``if TYPE_CHECKING:`` never runs: not the stage's code; its ``else`` branch runs, and is."""
     src = make_package(

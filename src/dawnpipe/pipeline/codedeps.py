@@ -22,6 +22,7 @@ from pathlib import Path
 PACKAGE = "dawnpipe"
 
 
+@functools.cache
 def module_file(src: Path, module: str) -> Path | None:
     """The file of ``module`` under ``src`` (a package's ``__init__.py``), or None."""
     base = src.joinpath(*module.split("."))
@@ -37,8 +38,16 @@ def _type_checking(node: ast.AST) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def _nodes(tree: ast.AST):
-    """Every node of ``tree``, less the bodies of ``if TYPE_CHECKING:`` blocks."""
+# The fields that hold a statement's nested statements: an import is a
+# statement, so it can only be found in these, never inside an expression.
+_BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
+def _statements(tree: ast.AST):
+    """Every statement of ``tree`` at any depth (in functions, classes, ``try``
+    and ``with`` blocks, ...), less the bodies of ``if TYPE_CHECKING:`` blocks.
+    Expressions are not entered: walking only statements keeps this a small
+    part of every Snakemake start, which reads the whole package."""
     todo = [tree]
     while todo:
         node = todo.pop()
@@ -46,14 +55,17 @@ def _nodes(tree: ast.AST):
         if _type_checking(node):
             todo += node.orelse
             continue
-        todo += ast.iter_child_nodes(node)
+        for name in _BLOCKS:
+            block = getattr(node, name, None)
+            if isinstance(block, list):
+                todo += block
 
 
 def _imported(tree: ast.AST, module: str, is_package: bool) -> set[str]:
     """Package modules ``tree`` imports, anywhere in it (absolute and relative) but under ``if TYPE_CHECKING:``."""
     found: set[str] = set()
     here = module.split(".") if is_package else module.split(".")[:-1]
-    for node in _nodes(tree):
+    for node in _statements(tree):
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -95,7 +107,8 @@ def closure(src: Path, roots: Iterable[str]) -> set[str]:
     return seen
 
 
-def data_files(directory: Path) -> list[Path]:
+@functools.cache
+def data_files(directory: Path) -> tuple[Path, ...]:
     """Package data beside a module: the non-Python files of its directory and
     of its sub-directories that are not packages themselves (templates/sections)."""
     found = []
@@ -106,14 +119,12 @@ def data_files(directory: Path) -> list[Path]:
             found.append(p)
         elif p.is_dir() and not (p / "__init__.py").exists():
             found += data_files(p)
-    return found
+    return tuple(found)
 
 
 def code_files(src: Path, roots: Iterable[str]) -> list[str]:
     """The files (relative to ``src``'s parent, POSIX) a stage rooted at ``roots`` may run or read."""
-    files: set[Path] = set()
-    for module in closure(src, roots):
-        path = module_file(src, module)
-        files.add(path)
-        files |= set(data_files(path.parent))
+    files = {module_file(src, module) for module in closure(src, roots)}
+    for directory in {path.parent for path in files}:
+        files |= set(data_files(directory))
     return sorted(p.relative_to(src.parent).as_posix() for p in files)
