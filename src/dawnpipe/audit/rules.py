@@ -14,17 +14,15 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from dawnpipe.errors import DawnpipeError, UsageError
-from dawnpipe.fileio import read_yaml
+from dawnpipe.fileio import parse_yaml, read_yaml
 from dawnpipe.schemas import jsonschema_check
 from dawnpipe.schemas.jsonschema_check import describe
 
 
 @functools.cache
 def _default_rules() -> dict[str, Any]:
-    return yaml.safe_load(resources.files(__package__).joinpath("rules.yaml").read_text(encoding="utf-8"))
+    return parse_yaml(resources.files(__package__).joinpath("rules.yaml").read_text(encoding="utf-8"))
 
 
 def load_rules(max_bytes: int | None = None, overrides: list[Path] | tuple[Path, ...] = ()) -> dict[str, Any]:

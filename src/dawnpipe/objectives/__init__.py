@@ -12,10 +12,9 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-import yaml
-
 from dawnpipe.display import FORMATTERS
 from dawnpipe.errors import DawnpipeError
+from dawnpipe.fileio import parse_yaml
 from dawnpipe.schemas import jsonschema_check
 
 SOURCE = "src/dawnpipe/objectives/objectives.yaml"
@@ -57,7 +56,7 @@ def from_doc(doc: Any, source: str = SOURCE) -> dict[str, Objective]:
 @functools.cache
 def objectives() -> dict[str, Objective]:
     text = resources.files(__package__).joinpath("objectives.yaml").read_text(encoding="utf-8")
-    return from_doc(yaml.safe_load(text))
+    return from_doc(parse_yaml(text))
 
 
 def lookup(records: dict[str, Any], path: str) -> Any:

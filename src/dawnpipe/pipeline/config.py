@@ -34,7 +34,7 @@ from typing import Any
 import yaml
 
 from dawnpipe.errors import DawnpipeError
-from dawnpipe.fileio import read_yaml
+from dawnpipe.fileio import parse_yaml, read_yaml
 from dawnpipe.schemas import jsonschema_check
 from dawnpipe.schemas.jsonschema_check import describe
 
@@ -61,7 +61,7 @@ class Config:
 
 @functools.cache
 def load_schema(root: Path) -> dict[str, Any]:
-    return yaml.safe_load((root / SCHEMA).read_text(encoding="utf-8"))
+    return parse_yaml((root / SCHEMA).read_text(encoding="utf-8"))
 
 
 def defaults(schema: Mapping[str, Any]) -> dict[str, Any]:

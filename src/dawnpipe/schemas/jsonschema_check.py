@@ -26,8 +26,9 @@ from dawnpipe.errors import DawnpipeError
 
 @functools.cache
 def package_schema(name: str) -> dict[str, Any]:
-    """``<name>.schema.yaml`` of this package."""
-    return yaml.safe_load(resources.files(__package__).joinpath(f"{name}.schema.yaml").read_text(encoding="utf-8"))
+    """``<name>.schema.yaml`` of this package (read like dawnpipe.fileio.parse_yaml, a module this layer does not import)."""
+    text = resources.files(__package__).joinpath(f"{name}.schema.yaml").read_text(encoding="utf-8")
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
 def field_name(path: Iterable[Any]) -> str:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
-import yaml
+from dawnpipe.fileio import parse_yaml
 
 # The arithmetic a run or a backend uses; each is compared with the peak of
 # the same arithmetic (int8: tera integer multiply-adds x 2 per second, kept
@@ -28,7 +28,7 @@ PRECISIONS = ("fp32", "bf16", "fp16", "int8")
 
 @functools.cache
 def peak_table() -> dict[str, dict[str, Any]]:
-    return checked_peaks(yaml.safe_load(resources.files("dawnpipe.telemetry").joinpath("peaks.yaml").read_text(encoding="utf-8")))["devices"]
+    return checked_peaks(parse_yaml(resources.files("dawnpipe.telemetry").joinpath("peaks.yaml").read_text(encoding="utf-8")))["devices"]
 
 
 def checked_peaks(doc: Any, source: str = "dawnpipe/telemetry/peaks.yaml") -> dict[str, Any]:
