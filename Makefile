@@ -12,7 +12,7 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 export PYTHONPATH := $(abspath src)$(if $(PYTHONPATH),:$(PYTHONPATH))
 CORES ?= all
 
-.PHONY: setup leaderboard benchmark study test test-fast lint docs dvc.yaml lock clean
+.PHONY: setup leaderboard benchmark study test test-fast bytecode lint docs dvc.yaml lock clean
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: requirements.txt constraints.txt pyproject.toml scripts/setup.sh
@@ -33,14 +33,21 @@ study: setup
 
 # The suite on TEST_WORKERS pytest-xdist workers, each test module (and the
 # modules sharing the session's config/test.yaml run) on one of them; see
-# tests/conftest.py. TEST_WORKERS=0: one process.
+# tests/conftest.py. TEST_WORKERS=0: one process. First, src/ compiled to
+# bytecode (the bytecode target): the suite starts some 1,300 Python processes
+# that import dawnpipe, and where PYTHONDONTWRITEBYTECODE is set (as on some CI
+# machines) each would compile the modules it imports again; the tests' copies
+# of the project take the bytecode along.
 TEST_WORKERS ?= 2
-test: setup lint
+test: setup lint bytecode
 	python -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
 # Skips the end-to-end runs of the real tools; for quick local iterations only.
-test-fast: setup
+test-fast: setup bytecode
 	python -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder -m "not slow"
+
+bytecode: setup
+	python -m compileall -q src
 
 # Format and lint (ruff), the import layers (.importlinter), the workflow
 # (snakemake --lint), dvc.yaml against the stage table, every reference in

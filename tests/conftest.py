@@ -134,11 +134,15 @@ def resolved_config(project: Path, name: str) -> dict:
 
 
 def copy_project(dest: Path) -> Path:
+    """The project's parts under ``dest``, with the bytecode `make test` compiled
+    (copy2 keeps the times Python checks it against, so a module edited since
+    is compiled again, and the bytecode of the rest saves each stage process
+    compiling it)."""
     dest.mkdir(parents=True, exist_ok=True)
     for part in PROJECT_PARTS:
         src = ROOT / part
         if src.is_dir():
-            shutil.copytree(src, dest / part, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+            shutil.copytree(src, dest / part, ignore=shutil.ignore_patterns("*.egg-info"))
         elif src.exists():
             shutil.copy2(src, dest / part)
     return dest
