@@ -22,6 +22,16 @@ def conv_bn(c_in: int, c_out: int, kernel: int = 3, stride: int = 1) -> list[nn.
     return [nn.Conv2d(c_in, c_out, kernel, stride=stride, padding=kernel // 2, bias=False), nn.BatchNorm2d(c_out)]
 
 
+def init_conv_weights(model: nn.Module) -> None:
+    """He et al.'s initialisation of every convolution (fan_out, ReLU). A model
+    built on the meta device (to check an entry or a checkpoint against it) has
+    no values to initialise, and torch's meta kernel of ``normal_`` imports
+    torch._dynamo, a second or more of CPU time per process: skipped there."""
+    for m in model.modules():
+        if isinstance(m, nn.Conv2d) and not m.weight.is_meta:
+            nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+
+
 def drop_path(x: torch.Tensor, rate: float, training: bool) -> torch.Tensor:
     """Stochastic depth (Huang et al. 2016), per sample: in training, each
     item's residual branch is zeroed with probability ``rate`` and the kept
@@ -88,9 +98,7 @@ class CifarResNet(nn.Module):
                 c_in = w * block_cls.expansion
         self.features = nn.Sequential(*layers)
         self.head = nn.Linear(c_in, num_classes)
-        for m in self.modules():
-            if isinstance(m, nn.Conv2d):
-                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+        init_conv_weights(self)
 
     def forward(self, x):
         x = self.features(x)
@@ -179,9 +187,7 @@ class ImageNetResNet(nn.Module):
                 c_in = w * block_cls.expansion
         self.features = nn.Sequential(*stem, *stages)
         self.head = nn.Linear(c_in, num_classes)
-        for m in self.modules():
-            if isinstance(m, nn.Conv2d):
-                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+        init_conv_weights(self)
         if zero_init_residual:
             for m in stages:
                 nn.init.zeros_(m.body[-1].weight)  # the branch's last BatchNorm2d
