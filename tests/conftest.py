@@ -29,6 +29,9 @@ from dawnpipe.tensorflow_import import load_triton_first
 # later in the same worker: triton first, as in every dawnpipe process (dawnpipe.tensorflow_import).
 load_triton_first()
 
+# the real-Slurm runs' fixtures (tests/test_slurm.py reads them)
+pytest_plugins = ["slurm_runs"]
+
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
 # What a copy of the project needs to run the workflow (no data, no results).
@@ -194,8 +197,12 @@ def prepared_fashion_mnist(tmp_path_factory, fashion_mnist_source) -> Path:
 
 
 @pytest.fixture(scope="session")
-def test_workflow(tmp_path_factory, fashion_mnist_source) -> Path:
-    """A copy of the project where config/test.yaml has run to the leaderboard."""
+def test_workflow(request, tmp_path_factory, fashion_mnist_source) -> Path:
+    """A copy of the project where config/test.yaml has run to the leaderboard.
+    Where the session also runs it under Slurm (tests/test_slurm.py), that run
+    starts first and goes on beside this one (tests/slurm_runs.py)."""
+    if any("slurm_runs" in item.fixturenames for item in request.session.items):
+        request.getfixturevalue("slurm_runs")
     work = copy_project(tmp_path_factory.mktemp("wf"))
     run_snakemake(work, "results/leaderboard.html", "--configfile", "config/test.yaml")
     return work
@@ -231,16 +238,31 @@ def pytest_xdist_make_scheduler(config, log):
     return ModuleScopes(config, log)
 
 
+# In the shared run's scope, the tests that read the Slurm runs come last:
+# those runs go on in the background from the moment test_workflow starts
+# (tests/slurm_runs.py), while the scope's other tests run.
+LAST_IN_SHARED_RUN = "tests/test_slurm.py"
+
+
 def pytest_collection_modifyitems(config, items):
-    """The shared run's scope (the Slurm module among it) is the longest, so
-    its tests come first: with --no-loadscope-reorder the scopes are handed
-    out in this order, and the other worker takes the remaining modules one
-    by one. Every module that uses test_workflow must be in SHARED_RUN_MODULES
-    (the scheduler sees only test ids, not fixtures)."""
+    """The order in which the scopes are handed out (--no-loadscope-reorder:
+    as listed here, each to the first worker with little left to do). The
+    shared run's scope (the Slurm module among it) is the longest, so it comes
+    first; then the modules with slow tests (end-to-end runs), then the rest,
+    each in file order: the many short modules at the end keep both workers
+    busy until the suite's last minute. Every module that uses test_workflow
+    must be in SHARED_RUN_MODULES (the scheduler sees only test ids, not
+    fixtures)."""
     modules: dict[str, list] = {}
     for item in items:
         modules.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
     for module, tests in modules.items():
         if module not in SHARED_RUN_MODULES and any("test_workflow" in item.fixturenames for item in tests):
             raise pytest.UsageError(f"{module} uses test_workflow: add it to SHARED_RUN_MODULES in tests/conftest.py")
-    items.sort(key=lambda item: _scope(item.nodeid) != SHARED_RUN_GROUP)  # stable: the file order otherwise
+    slow = {module for module, tests in modules.items() if any(item.get_closest_marker("slow") for item in tests)}
+
+    def order(item) -> tuple[bool, bool, bool]:
+        module = item.nodeid.split("::", 1)[0]
+        return _scope(item.nodeid) != SHARED_RUN_GROUP, module not in slow, module == LAST_IN_SHARED_RUN
+
+    items.sort(key=order)  # stable: the file order within each

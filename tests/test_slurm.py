@@ -15,7 +15,8 @@ One run of the whole test configuration answers most questions at once:
   by Snakemake with a longer walltime and resumes from its checkpoint.
 Four smaller runs, side by side in the same project: one entry trained by 2
 processes started by srun, a program entry, a study, and a CUDA entry that
-must fail where CUDA is missing.
+must fail where CUDA is missing. The runs themselves, and the cluster, are
+the fixtures of tests/slurm_runs.py.
 """
 
 from __future__ import annotations
@@ -24,36 +25,26 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
-import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from conftest import ROOT, copy_project, resolved_config, tool_env
-from tiny_training import TINY_ENTRY
+from conftest import ROOT
+from slurm_runs import CANCELLED_RUN, SCRIPT, SUBMITTED, job_records
 
 from dawnpipe.schemas.results import RunLog, validate
 
 pytestmark = pytest.mark.slow
 
-SCRIPT = ROOT / "scripts" / "slurm-local.sh"
-STATE_DIR = Path(os.environ.get("DAWNPIPE_SLURM_DIR", "/tmp/dawnpipe-slurm"))
-SUBMITTED = re.compile(r"Job (\d+) has been submitted with SLURM jobid (\d+)")
 # leaderboard fields that are measurements of time (or the date), or follow from them
 # (an entry's seeds' values, its spread and whether the rule ties it with the row above follow from its times)
 TIMING = {"value", "display", "rank", "wall_hours", "timestamp", "seed_values", "spread", "spread_display", "tied_with_above"}  # and every *_ms latency figure
 
 
 PROFILE = yaml.safe_load((ROOT / "profiles/slurm/config.yaml").read_text(encoding="utf-8"))
-# The profile with the plugin's first status query 1 s after a submission
-# instead of its 5: the plugin then waits 10 s longer after every query that
-# finds no job finished (11, 21, ... s), and the test config's jobs are short,
-# so this alone takes minutes off the suite. Nothing else of the profile changes.
-SLURM = ("--profile", "profiles/slurm", "--slurm-init-seconds-before-status-checks", "1")
 PROFILE_PARTITION = PROFILE["default-resources"]["slurm_partition"]
 
 
@@ -61,178 +52,11 @@ def _timed(key: str) -> bool:
     return key in TIMING or key.endswith("_ms")
 
 
-OPT_OUT = "DAWNPIPE_SKIP_SLURM"  # set to skip the real-Slurm tests on a machine that cannot run the local cluster
-
-
-def no_cluster(why: str):
-    """Without the local cluster the Slurm tests fail (CI must not pass without
-    them), unless the opt-out variable says to skip them, and why."""
-    if os.environ.get(OPT_OUT):
-        pytest.skip(f"{OPT_OUT} is set, and: {why}")
-    pytest.fail(f"{why}; set {OPT_OUT}=1 to skip the real-Slurm tests on this machine", pytrace=False)
-
-
-@pytest.fixture(scope="session")
-def slurm_cluster():
-    """The local test cluster; stopped at the end if this session started it."""
-    if os.geteuid() != 0:
-        no_cluster("the local Slurm cluster needs root (apt-get, daemons running as SlurmUser=root)")
-    already = subprocess.run(["bash", str(SCRIPT), "status"], capture_output=True).returncode == 0
-    proc = subprocess.run(["bash", str(SCRIPT), "start"], capture_output=True, text=True, timeout=900)
-    if proc.returncode == 3:
-        no_cluster(proc.stderr.strip())
-    assert proc.returncode == 0, f"scripts/slurm-local.sh start failed:\n{proc.stdout}\n{proc.stderr}"
-    yield {"jobcomp": STATE_DIR / "log" / "jobcomp.log"}
-    if not already:
-        subprocess.run(["bash", str(SCRIPT), "stop"], capture_output=True, timeout=300)
-
-
-def job_records(jobcomp: Path) -> dict[str, dict[str, str]]:
-    """Slurm's completion log: job id -> its fields (JobState, TimeLimit, ...)."""
-    records = {}
-    for line in jobcomp.read_text().splitlines():
-        fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
-        if "JobId" in fields:
-            records[fields["JobId"]] = fields
-    return records
-
-
-def _marker(path: Path) -> dict | None:
-    try:
-        return json.loads(path.read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
-
-
-def _cancel_mid_epoch(marker: Path, proc: subprocess.Popen, timeout: float) -> str | None:
-    """scancel the job of a run while its epoch 2 trains (Slurm then sends
-    SIGCONT and SIGTERM, and SIGKILL after KillWait); the cancelled job id, or
-    None if that moment never came. The trainer is frozen (SIGSTOP; it runs on
-    this very node) from the moment its epoch 2 starts until the cancellation,
-    so a fast machine cannot finish the epoch before Slurm's signal arrives."""
-    deadline = time.monotonic() + timeout
-    while proc.poll() is None and time.monotonic() < deadline:
-        doc = _marker(marker)
-        if doc and doc["epoch"] == 2 and doc["trained_seconds"] is None and doc.get("slurm_job_id"):
-            os.kill(doc["pid"], signal.SIGSTOP)
-            if (_marker(marker) or {}).get("trained_seconds") is not None:  # too late: the loop had ended
-                os.kill(doc["pid"], signal.SIGCONT)
-                return None
-            subprocess.run(["scancel", doc["slurm_job_id"]], check=True, timeout=60)  # SIGCONT, SIGTERM, ...
-            return doc["slurm_job_id"]
-        time.sleep(0.02)
-    return None
-
-
-# The run cancelled in its epoch 2: one that needs several epochs to reach
-# config/test.yaml's 65% (resnet20-dawn: about its fourth epoch; fastnet reaches it
-# in its first or second epoch on 3,000 images).
-CANCELLED_RUN = "resnet20-dawn"
-
-
-@pytest.fixture(scope="session")
-def slurm_workflow(slurm_cluster, tmp_path_factory, fashion_mnist_source):
-    """config/test.yaml to the leaderboard through profiles/slurm, one training job cancelled mid-epoch."""
-    work = copy_project(tmp_path_factory.mktemp("slurm"))
-    out_path = work / "snakemake.out"
-    cmd = [
-        "snakemake",
-        *SLURM,
-        "results/leaderboard.html",
-        "--configfile",
-        "config/test.yaml",
-        # as many threads per timed job as the local run (test_workflow) uses, so the results can be equal
-        "--cores",
-        "all",
-        # every training job asks for a GPU (CPU entries: the job holds a fake GPU and trains on the CPU)
-        "--set-resources",
-        "train:gpu=1",
-    ]
-    with open(out_path, "w") as out:
-        proc = subprocess.Popen(cmd, cwd=work, env=tool_env(), stdout=out, stderr=subprocess.STDOUT, text=True)
-        try:
-            # generous: the test config trains four models, slowly on a busy 2-core machine
-            cancelled = _cancel_mid_epoch(work / f"results/.work/{CANCELLED_RUN}/seed0/epoch.json", proc, timeout=10800)
-            proc.wait(timeout=10800)
-        finally:
-            if proc.poll() is None:
-                proc.terminate()
-    output = out_path.read_text()
-    assert proc.returncode == 0, f"snakemake --profile profiles/slurm failed ({proc.returncode}):\n{output[-6000:]}"
-    return {"work": work, "output": output, "cancelled": cancelled, "jobs": job_records(slurm_cluster["jobcomp"])}
-
-
 def run_json(work: Path, entry: str, seed: int) -> dict:
     return json.loads((work / f"results/runs/{entry}/seed{seed}/run.json").read_text())
 
 
 RUNS = [("fastnet", 0), ("fastnet", 1), ("resnet20-dawn", 0), ("resnet20-dawn", 1)]
-
-
-def _srun_run(work: Path) -> list[str]:
-    """A data-parallel entry (2 processes) to its time to accuracy."""
-    entry = {**TINY_ENTRY, "description": "tiny, 2 processes", "distributed": {"nodes": 1, "processes_per_node": 2}}
-    (work / "config/entries/tiny-2proc.yaml").write_text(yaml.safe_dump(entry, sort_keys=False))
-    config = resolved_config(work, "config/test.yaml")
-    config.update(name="ddp-slurm", entries=["tiny-2proc"], seeds=[0], train_limit=2000, test_limit=1000)
-    (work / "config/ddp.yaml").write_text(yaml.safe_dump(config))
-    return ["results/runs/tiny-2proc/seed0/time_to_accuracy.json", "--configfile", "config/ddp.yaml"]
-
-
-def _program_run(work: Path) -> list[str]:
-    """tests/programs/fmnist_program.py as an entry, to its latency."""
-    from program_entries import program_entry
-
-    (work / "config/entries/prog-slurm.yaml").write_text(yaml.safe_dump(program_entry("honest")))
-    config = resolved_config(work, "config/test.yaml")
-    backends = ["onnxruntime", "onnxruntime-int8"]  # and a program's model quantised to int8 by dawnpipe
-    config.update(name="program-slurm", entries=["prog-slurm"], seeds=[0], inference={**config["inference"], "backends": backends})
-    (work / "config/program-slurm.yaml").write_text(yaml.safe_dump(config))
-    return ["results/runs/prog-slurm/seed0/latency.json", "--configfile", "config/program-slurm.yaml"]
-
-
-def _study_run(work: Path) -> list[str]:
-    """config/test-study.yaml's test-batch on seed 1 only (--config study_seeds=[1])."""
-    return ["results/studies/test-batch.html", "--configfile", "config/test-study.yaml", "--config", "study_seeds=[1]"]
-
-
-def _gpu_run(work: Path) -> list[str]:
-    """An entry with device: cuda and 2 processes, which must fail where CUDA is missing: no retry."""
-    entry = {**TINY_ENTRY, "device": "cuda", "distributed": {"nodes": 1, "processes_per_node": 2}}
-    (work / "config/entries/tiny-gpu2.yaml").write_text(yaml.safe_dump(entry, sort_keys=False))
-    config = resolved_config(work, "config/test.yaml")
-    config.update(name="gpu-slurm", entries=["tiny-gpu2"], seeds=[0])
-    (work / "config/gpu.yaml").write_text(yaml.safe_dump(config))
-    return ["--retries", "0", "results/runs/tiny-gpu2/seed0/run.json", "--configfile", "config/gpu.yaml"]
-
-
-MORE_RUNS = {"srun": _srun_run, "program": _program_run, "study": _study_run, "gpu": _gpu_run}
-
-
-@pytest.fixture(scope="session")
-def more_slurm_runs(slurm_workflow, slurm_cluster) -> dict[str, tuple[int, str]]:
-    """Four smaller runs through profiles/slurm in the project of the main one (its data prepared), started
-    together: separate Snakemake processes, each with its own configuration and targets (no job in common,
-    so Snakemake's locks let them run side by side), while Slurm queues their jobs on the one node. Each
-    test below reads its own: the exit status and output of its Snakemake."""
-    work = slurm_workflow["work"]
-    started = {}
-    for name, make in MORE_RUNS.items():
-        out = open(work / f"snakemake-{name}.out", "w")  # closed below, once the process is done
-        cmd = ["snakemake", *SLURM, *make(work)]
-        started[name] = (subprocess.Popen(cmd, cwd=work, env=tool_env(), stdout=out, stderr=subprocess.STDOUT, text=True), out)
-    done = {}
-    try:
-        for name, (proc, out) in started.items():
-            proc.wait(timeout=3600)
-            out.close()
-            done[name] = (proc.returncode, (work / f"snakemake-{name}.out").read_text())
-    finally:
-        for proc, out in started.values():
-            if proc.poll() is None:
-                proc.terminate()
-            out.close()
-    return done
 
 
 def _succeeded(run: tuple[int, str], what: str) -> str:
