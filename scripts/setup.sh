@@ -16,32 +16,41 @@ if [ ! -x "$VENV/bin/python" ]; then
     echo "setup: creating $VENV with $("$PYTHON" -V)"
     "$PYTHON" -m venv "$VENV"
 fi
-"$VENV/bin/python" -m pip install --quiet --upgrade pip
-echo "setup: installing requirements.txt (pinned by constraints.txt)"
-"$VENV/bin/python" -m pip install --quiet -r requirements.txt -c constraints.txt
-"$VENV/bin/python" -m pip install --quiet --no-deps --no-build-isolation -e .
-
 # Debian packages, where apt is usable (never fatal: no root, no apt or no
 # network all just skip them, saying so):
 # - dataset-fashion-mnist: the default run offline (without it the fetch stage
 #   downloads the official files);
 # - chromium: the browser the leaderboard page's real-browser test drives
 #   through Playwright (tests/test_page_browser.py; it fails saying so without it).
-missing=()
-[ -d /usr/share/datasets/fashion-mnist ] || missing+=(dataset-fashion-mnist)
-command -v chromium >/dev/null 2>&1 || missing+=(chromium)
-if [ ${#missing[@]} -gt 0 ] && command -v apt-get >/dev/null 2>&1; then
-    SUDO=""
-    [ "$(id -u)" = 0 ] || SUDO="sudo -n"
-    if $SUDO true 2>/dev/null; then
-        for pkg in "${missing[@]}"; do
-            echo "setup: installing the Debian package $pkg"
-            if ! DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$pkg" >/dev/null 2>&1; then
-                $SUDO apt-get update -qq >/dev/null 2>&1 || true
-                DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$pkg" >/dev/null 2>&1 \
-                    || echo "setup: $pkg not installed"
-            fi
-        done
+# They install in the background while pip fills the venv (each mostly waits
+# on its downloads and the disk, on a machine of few cores).
+debian_packages() {
+    missing=()
+    [ -d /usr/share/datasets/fashion-mnist ] || missing+=(dataset-fashion-mnist)
+    command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+    if [ ${#missing[@]} -gt 0 ] && command -v apt-get >/dev/null 2>&1; then
+        SUDO=""
+        [ "$(id -u)" = 0 ] || SUDO="sudo -n"
+        if $SUDO true 2>/dev/null; then
+            for pkg in "${missing[@]}"; do
+                echo "setup: installing the Debian package $pkg"
+                if ! DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$pkg" >/dev/null 2>&1; then
+                    $SUDO apt-get update -qq >/dev/null 2>&1 || true
+                    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$pkg" >/dev/null 2>&1 \
+                        || echo "setup: $pkg not installed"
+                fi
+            done
+        fi
     fi
-fi
+}
+debian_packages &
+debian=$!
+trap 'wait' EXIT  # never leave apt-get half done behind, whatever stops this script
+
+"$VENV/bin/python" -m pip install --quiet --upgrade pip
+echo "setup: installing requirements.txt (pinned by constraints.txt)"
+"$VENV/bin/python" -m pip install --quiet -r requirements.txt -c constraints.txt
+"$VENV/bin/python" -m pip install --quiet --no-deps --no-build-isolation -e .
+
+wait "$debian"
 echo "setup: done ($("$VENV/bin/python" -c 'import torch, snakemake; print("torch", torch.__version__, "snakemake", snakemake.__version__)'))"
