@@ -49,6 +49,21 @@ trap 'wait' EXIT  # never leave apt-get half done behind, whatever stops this sc
 
 "$VENV/bin/python" -m pip install --quiet --upgrade pip
 echo "setup: installing requirements.txt (pinned by constraints.txt)"
+# constraints.txt pins the whole environment, and pip unpacks and compiles one
+# package at a time: first the pins in two halves side by side, each package as
+# pinned, without resolving. Where a pin has no wheel for this machine (another
+# platform than the one `make lock` ran on), that half installs nothing and says
+# so. Then pip resolves requirements.txt as usual, which installs whatever is
+# still missing and finds the rest in place.
+lock=$(mktemp -d)
+grep -E '^[A-Za-z0-9]' constraints.txt | awk -v dir="$lock" '{ print > (dir "/half" (NR % 2) ".txt") }'
+"$VENV/bin/python" -m pip install --quiet --no-deps -r "$lock/half0.txt" 2>"$lock/half0.err" &
+half0=$!
+"$VENV/bin/python" -m pip install --quiet --no-deps -r "$lock/half1.txt" 2>"$lock/half1.err" \
+    || echo "setup: the pins do not all install as they are here; pip resolves them instead ($(tail -1 "$lock/half1.err"))"
+wait "$half0" \
+    || echo "setup: the pins do not all install as they are here; pip resolves them instead ($(tail -1 "$lock/half0.err"))"
+rm -rf "$lock"
 "$VENV/bin/python" -m pip install --quiet -r requirements.txt -c constraints.txt
 "$VENV/bin/python" -m pip install --quiet --no-deps --no-build-isolation -e .
 
