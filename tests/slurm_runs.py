@@ -2,8 +2,8 @@
 tests/conftest.py): a single-node cluster on localhost started by
 scripts/slurm-local.sh (Debian's slurmctld/slurmd/munge, two fake GPUs),
 config/test.yaml run through `snakemake --profile profiles/slurm` with one
-training job cancelled in the middle of an epoch, then four smaller runs side
-by side in the same project.
+training job cancelled in the middle of an epoch, and four smaller runs side
+by side in a project of their own.
 
 The runs go on in a thread of their own from the moment the session asks for
 them (`slurm_runs`), and each fixture below waits for the part it returns. A
@@ -138,37 +138,42 @@ MORE_RUNS = {"srun": _srun_run, "program": _program_run, "study": _study_run, "g
 
 
 class SlurmRuns:
-    """The cluster, the main run and the four smaller ones, one after the
-    other in a thread started by ``start``. ``cluster``, ``main`` and ``more``
-    wait for their part and return it, or raise (in the test reading it) what
+    """The cluster and the Slurm runs, in two threads started by ``start``:
+    the cluster, then the main run in one; the four smaller runs, in a
+    project of their own (their data prepared through Slurm first), in the
+    other, once the cluster is up. ``cluster``, ``main`` and ``more`` wait
+    for their part and return it, or raise (in the test reading it) what
     stopped it."""
 
-    def __init__(self, work: Path):
-        self.work = work
+    def __init__(self, main_work: Path, more_work: Path):
+        self.main_work, self.more_work = main_work, more_work
         self.started_cluster = False
         self._procs: list[subprocess.Popen] = []
         self._parts: dict[str, object] = {}
         self._done = {name: threading.Event() for name in ("cluster", "main", "more")}
         self._stopping = False
-        self._thread = threading.Thread(target=self._run, name="slurm-runs", daemon=True)
+        self._threads = [
+            threading.Thread(target=self._chain, args=(("cluster", self._start_cluster), ("main", self._main_run)), daemon=True),
+            threading.Thread(target=self._chain, args=(("more", self._more_runs),), daemon=True),
+        ]
 
     def start(self) -> None:
-        if not self._thread.is_alive() and not self._done["more"].is_set():
-            self._thread.start()
+        for thread in self._threads:
+            thread.start()
 
-    def _run(self) -> None:
+    def _chain(self, *steps) -> None:
+        """The steps (name, function) in order; the error that stops one stands for it and every step after it."""
         try:
-            for name, step in (("cluster", self._start_cluster), ("main", self._main_run), ("more", self._more_runs)):
+            for name, step in steps:
                 self._parts[name] = step()
                 self._done[name].set()
-        except BaseException as e:  # for every part not done yet: what stopped it
-            for name, done in self._done.items():
-                if not done.is_set():
+        except BaseException as e:
+            for name, _ in steps:
+                if not self._done[name].is_set():
                     self._parts[name] = e
-                    done.set()
+                    self._done[name].set()
 
     def _wait(self, name: str):
-        self.start()
         self._done[name].wait()
         part = self._parts[name]
         if isinstance(part, NoCluster):
@@ -183,7 +188,7 @@ class SlurmRuns:
     def main(self) -> dict:
         return self._wait("main")
 
-    def more(self) -> dict[str, tuple[int, str]]:
+    def more(self) -> dict:
         return self._wait("more")
 
     def _start_cluster(self) -> dict:
@@ -197,20 +202,19 @@ class SlurmRuns:
         self.started_cluster = not already
         return {"jobcomp": STATE_DIR / "log" / "jobcomp.log"}
 
-    def _popen(self, cmd: list[str], out) -> subprocess.Popen:
+    def _snakemake(self, work: Path, args: list[str], out_path: Path) -> subprocess.Popen:
+        """snakemake --profile profiles/slurm ARGS in ``work``, its output (and errors) to ``out_path``."""
         if self._stopping:
             raise RuntimeError("the session ended first")
-        proc = subprocess.Popen(cmd, cwd=self.work, env=tool_env(), stdout=out, stderr=subprocess.STDOUT, text=True)
+        with open(out_path, "w") as out:  # the child keeps its own copy of the file
+            proc = subprocess.Popen(["snakemake", *SLURM, *args], cwd=work, env=tool_env(), stdout=out, stderr=subprocess.STDOUT, text=True)
         self._procs.append(proc)
         return proc
 
     def _main_run(self) -> dict:
         """config/test.yaml to the leaderboard through profiles/slurm, one training job cancelled mid-epoch."""
-        work = copy_project(self.work)
-        out_path = work / "snakemake.out"
-        cmd = [
-            "snakemake",
-            *SLURM,
+        work = copy_project(self.main_work)
+        args = [
             "results/leaderboard.html",
             "--configfile",
             "config/test.yaml",
@@ -221,30 +225,32 @@ class SlurmRuns:
             "--set-resources",
             "train:gpu=1",
         ]
-        with open(out_path, "w") as out:
-            proc = self._popen(cmd, out)
-            # generous: the test config trains four models, slowly on a busy 2-core machine
-            cancelled = _cancel_mid_epoch(work / f"results/.work/{CANCELLED_RUN}/seed0/epoch.json", proc, timeout=10800)
-            proc.wait(timeout=10800)
-        output = out_path.read_text()
+        proc = self._snakemake(work, args, work / "snakemake.out")
+        # generous: the test config trains four models, slowly on a busy 2-core machine
+        cancelled = _cancel_mid_epoch(work / f"results/.work/{CANCELLED_RUN}/seed0/epoch.json", proc, timeout=10800)
+        proc.wait(timeout=10800)
+        output = (work / "snakemake.out").read_text()
         assert proc.returncode == 0, f"snakemake --profile profiles/slurm failed ({proc.returncode}):\n{output[-6000:]}"
         return {"work": work, "output": output, "cancelled": cancelled, "jobs": job_records(self._parts["cluster"]["jobcomp"])}
 
-    def _more_runs(self) -> dict[str, tuple[int, str]]:
-        """Four smaller runs through profiles/slurm in the project of the main one (its data prepared), started
-        together: separate Snakemake processes, each with its own configuration and targets (no job in common,
-        so Snakemake's locks let them run side by side), while Slurm queues their jobs on the one node. Each
-        test reads its own: the exit status and output of its Snakemake."""
-        started = {}
-        for name, make in MORE_RUNS.items():
-            out_path = self.work / f"snakemake-{name}.out"
-            with open(out_path, "w") as out:  # the child keeps its own copy of the file
-                started[name] = (self._popen(["snakemake", *SLURM, *make(self.work)], out), out_path)
-        done = {}
-        for name, (proc, out_path) in started.items():
+    def _more_runs(self) -> dict:
+        """Four smaller runs through profiles/slurm in a project of their own, its data prepared
+        for config/test.yaml first (through Slurm too), then started together: separate Snakemake
+        processes, each with its own configuration and targets (no job in common, so Snakemake's
+        locks let them run side by side), while Slurm queues their jobs, and the main run's, on the
+        one node. Each test reads its own: the exit status and output of its Snakemake."""
+        self._done["cluster"].wait()
+        if isinstance(self._parts["cluster"], BaseException):
+            raise self._parts["cluster"]
+        work = copy_project(self.more_work)
+        prepare = self._snakemake(work, ["data/prepared/fashion-mnist", "--configfile", "config/test.yaml"], work / "snakemake-data.out")
+        assert prepare.wait(timeout=3600) == 0, f"preparing the data through Slurm failed:\n{(work / 'snakemake-data.out').read_text()[-6000:]}"
+        started = {name: self._snakemake(work, make(work), work / f"snakemake-{name}.out") for name, make in MORE_RUNS.items()}
+        runs = {}
+        for name, proc in started.items():
             proc.wait(timeout=3600)
-            done[name] = (proc.returncode, out_path.read_text())
-        return done
+            runs[name] = (proc.returncode, (work / f"snakemake-{name}.out").read_text())
+        return {"work": work, "runs": runs}
 
     def stop(self) -> None:
         """At the session's end: whatever still runs is stopped, then the cluster if this session started it."""
@@ -252,8 +258,9 @@ class SlurmRuns:
         for proc in self._procs:
             if proc.poll() is None:
                 proc.terminate()
-        if self._thread.is_alive():
-            self._thread.join(timeout=120)
+        for thread in self._threads:
+            if thread.is_alive():
+                thread.join(timeout=120)
         if self.started_cluster:
             subprocess.run(["bash", str(SCRIPT), "stop"], capture_output=True, timeout=300)
 
@@ -261,7 +268,7 @@ class SlurmRuns:
 @pytest.fixture(scope="session")
 def slurm_runs(tmp_path_factory, fashion_mnist_source):
     """The session's Slurm runs, started (in their own thread) by whoever asks first."""
-    runs = SlurmRuns(tmp_path_factory.mktemp("slurm"))
+    runs = SlurmRuns(tmp_path_factory.mktemp("slurm"), tmp_path_factory.mktemp("slurm-more"))
     runs.start()
     yield runs
     runs.stop()
@@ -281,6 +288,6 @@ def slurm_workflow(slurm_runs) -> dict:
 
 
 @pytest.fixture(scope="session")
-def more_slurm_runs(slurm_runs, slurm_workflow) -> dict[str, tuple[int, str]]:
-    """The four smaller runs (MORE_RUNS), each its Snakemake's exit status and output."""
+def more_slurm_runs(slurm_runs) -> dict:
+    """The four smaller runs (MORE_RUNS): their project, and each run's Snakemake's exit status and output."""
     return slurm_runs.more()

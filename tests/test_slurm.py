@@ -13,9 +13,9 @@ One run of the whole test configuration answers most questions at once:
 - a training job cancelled in the middle of an epoch (SIGTERM, then SIGKILL
   KillWait seconds later, exactly what Slurm does at a walltime) is retried
   by Snakemake with a longer walltime and resumes from its checkpoint.
-Four smaller runs, side by side in the same project: one entry trained by 2
-processes started by srun, a program entry, a study, and a CUDA entry that
-must fail where CUDA is missing. The runs themselves, and the cluster, are
+Four smaller runs, side by side in a project of their own while the main run
+goes on: one entry trained by 2 processes started by srun, a program entry, a
+study, and a CUDA entry that must fail where CUDA is missing. The runs themselves, and the cluster, are
 the fixtures of tests/slurm_runs.py.
 """
 
@@ -139,11 +139,11 @@ def test_cancelled_training_job_resumes_from_its_checkpoint_on_retry(slurm_workf
     assert np.allclose(log["hours"] * 3600, np.cumsum(log["epoch_train_seconds"] + log["lost_seconds"]))
 
 
-def test_two_processes_started_by_srun(slurm_workflow, slurm_cluster, more_slurm_runs):
+def test_two_processes_started_by_srun(slurm_cluster, more_slurm_runs):
     """A data-parallel entry (2 processes) under Slurm: the plugin allocates 2
     tasks, `dawnpipe train` starts the ranks with srun, gloo connects them."""
-    work = slurm_workflow["work"]
-    _succeeded(more_slurm_runs["srun"], "2 processes")
+    work = more_slurm_runs["work"]
+    _succeeded(more_slurm_runs["runs"]["srun"], "2 processes")
     run = run_json(work, "tiny-2proc", 0)
     assert run["result"]["distributed"] == {"nodes": 1, "processes_per_node": 2, "world_size": 2, "backend": "gloo", "launcher": "srun"}
     assert run["hardware"] == "local-cpu (2 processes)"
@@ -155,12 +155,12 @@ def test_two_processes_started_by_srun(slurm_workflow, slurm_cluster, more_slurm
     assert (log["items_per_second"] * log["epoch_train_seconds"]).round().eq(2000).all()  # every item, once per epoch
 
 
-def test_a_program_entry_runs_as_a_slurm_job(slurm_workflow, slurm_cluster, more_slurm_runs):
+def test_a_program_entry_runs_as_a_slurm_job(slurm_cluster, more_slurm_runs):
     """Somebody's own program (tests/programs/fmnist_program.py) as an entry under
     the Slurm profile: its train job is a Slurm job, the program runs inside it
     (its process group, its telemetry), and dawnpipe verifies and ranks it there."""
-    work = slurm_workflow["work"]
-    _succeeded(more_slurm_runs["program"], "a program entry")
+    work = more_slurm_runs["work"]
+    _succeeded(more_slurm_runs["runs"]["program"], "a program entry")
     run = run_json(work, "prog-slurm", 0)
     job = run["environment"]["slurm"]["job_id"]
     assert job_records(slurm_cluster["jobcomp"])[job]["JobState"] == "COMPLETED"
@@ -171,15 +171,15 @@ def test_a_program_entry_runs_as_a_slurm_job(slurm_workflow, slurm_cluster, more
     assert samples["name"].str.contains("descendants").any()  # the program's processes are sampled with the harness
 
 
-def test_a_study_runs_under_slurm_on_the_configs_study_seeds(slurm_workflow, slurm_cluster, more_slurm_runs):
+def test_a_study_runs_under_slurm_on_the_configs_study_seeds(slurm_cluster, more_slurm_runs):
     """A study's variants are entries like any other: config/test-study.yaml's
     test-batch through profiles/slurm, every job a Slurm job (none local), every
     variant's run a Slurm job's, and the study's medians those of the runs'
     own logs. With --config study_seeds=[1] (a machine too small for the study
     file's seeds 0 and 1): only seed 1 runs, and the JSON and page say so."""
-    work = slurm_workflow["work"]
+    work = more_slurm_runs["work"]
     target = "results/studies/test-batch.html"
-    out = _succeeded(more_slurm_runs["study"], "a study")
+    out = _succeeded(more_slurm_runs["runs"]["study"], "a study")
     assert "localrule" not in out  # the study stage too ran as a Slurm job
     jobs = job_records(slurm_cluster["jobcomp"])
     submitted = [sid for _, sid in SUBMITTED.findall(out)]
@@ -199,13 +199,13 @@ def test_a_study_runs_under_slurm_on_the_configs_study_seeds(slurm_workflow, slu
         assert v["median_time_to_accuracy_hours"]["70.0"] == pytest.approx(float(log.loc[log["top1Accuracy"] >= 70.0, "hours"].iloc[0]), abs=1e-9)
 
 
-def test_gpu_data_parallel_job_gets_gpus_and_tasks_stand_in(slurm_workflow, slurm_cluster, more_slurm_runs):
+def test_gpu_data_parallel_job_gets_gpus_and_tasks_stand_in(slurm_cluster, more_slurm_runs):
     """Stand-in for a multi-GPU job (no CUDA here): an entry with device: cuda
     and 2 processes asks for 2 GPUs with one task per GPU. Slurm accepts the
     request, gives the job 2 tasks and the fake GPUs, srun starts both ranks,
     and they stop where CUDA itself is missing, saying which GPUs they were given."""
-    work = slurm_workflow["work"]
-    code, out = more_slurm_runs["gpu"]
+    work = more_slurm_runs["work"]
+    code, out = more_slurm_runs["runs"]["gpu"]
     assert code != 0, "a CUDA entry trained without CUDA"
     [(_, sid)] = SUBMITTED.findall(out)
     assert "gpu=2" in out and "tasks=2" in out and "mpi=srun" in out  # what the rule asked for
