@@ -6,7 +6,8 @@
 #   scripts/slurm-local.sh start    install the packages if needed (root), start munged,
 #                                   slurmctld and slurmd, wait until the node is idle
 #   scripts/slurm-local.sh stop     cancel the cluster's jobs, stop what `start` started
-#                                   (by the PIDs it recorded, never by name)
+#                                   (by the PIDs it recorded, never by name) and remove
+#                                   the configuration it wrote
 #   scripts/slurm-local.sh status   exit 0 if the daemons `start` started are running
 # Exit status 3: this machine cannot host it (not root, no apt-get, or another
 # Slurm's /etc/slurm/slurm.conf); anything else non-zero is a failure.
@@ -18,7 +19,10 @@
 # The configuration has to be /etc/slurm/slurm.conf: Snakemake's Slurm plugin
 # strips SLURM_* variables (SLURM_CONF too) before the `srun` inside each job,
 # so a config elsewhere would not be found there. An existing slurm.conf that
-# this script did not write is never touched: `start` refuses instead.
+# this script did not write is never touched: `start` refuses instead. `stop`
+# removes the one it wrote: with a slurm.conf and no controller, every Slurm
+# client waits for the controller (`scontrol show config`, which Snakemake's
+# Slurm plugin runs at every Snakemake start, even without --profile: 9 s).
 #
 # Knobs (environment): DAWNPIPE_SLURM_DIR, SLURM_NODE_CPUS (advertise N CPUs,
 # oversubscribing the machine), SLURM_KILL_WAIT (seconds between SIGTERM and
@@ -83,7 +87,7 @@ write_config() {
     mkdir -p "$CONF_DIR"
     cat > "$CONF.tmp" <<EOF
 $MARKER (a single-node test cluster;
-# delete this file when you no longer want it). State, logs and PIDs: $DIR
+# \`scripts/slurm-local.sh stop\` removes this file). State, logs and PIDs: $DIR
 ClusterName=dawnpipe-local
 SlurmctldHost=localhost
 SlurmUser=root
@@ -218,6 +222,10 @@ stop() {
         fi
     fi
     stop_daemons
+    local f
+    for f in "$CONF" "$CONF_DIR/gres.conf"; do  # only what this script wrote
+        [ -e "$f" ] && grep -qF "$MARKER" "$f" && rm -f "$f"
+    done
     log "stopped"
 }
 

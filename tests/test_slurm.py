@@ -236,6 +236,24 @@ def test_script_refuses_a_configuration_it_did_not_write(tmp_path, slurm_cluster
 # ---------------------------------------------------------------- static: no cluster needed
 
 
+def test_stop_removes_the_configuration_it_wrote_and_no_other(tmp_path):
+    """With a slurm.conf and no controller, `scontrol show config` (run by the
+    Slurm plugin at every Snakemake start) waits 9 s: `stop` leaves no
+    configuration of its own behind, and never removes another."""
+    script = tmp_path / "slurm-local.sh"
+    script.write_text(SCRIPT.read_text().replace("CONF_DIR=/etc/slurm", f"CONF_DIR={tmp_path / 'etc'}"))
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    marker = next(line for line in SCRIPT.read_text().splitlines() if line.startswith("MARKER=")).split('"')[1]
+    env = {**os.environ, "DAWNPIPE_SLURM_DIR": str(tmp_path / "state")}
+    for own in (True, False):
+        for name in ("slurm.conf", "gres.conf"):
+            (etc / name).write_text(f"{marker} (a test)\nClusterName=x\n" if own else "ClusterName=production\n")
+        proc = subprocess.run(["bash", str(script), "stop"], capture_output=True, text=True, timeout=60, env=env)
+        assert proc.returncode == 0, proc.stderr
+        assert sorted(p.name for p in etc.iterdir()) == ([] if own else ["gres.conf", "slurm.conf"]), own
+
+
 def test_no_rule_hard_codes_a_partition_or_an_account():
     """Where jobs run is a fact of the cluster: profiles only, never a rule."""
     rules = sorted((ROOT / "workflow/rules").glob("*.smk")) + [ROOT / "Snakefile", ROOT / "src/dawnpipe/pipeline/stages.py"]
