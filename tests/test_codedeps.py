@@ -5,11 +5,13 @@ Snakemake's rules and DVC's stages."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import yaml
 from conftest import ROOT
 
+from dawnpipe.pipeline import codedeps
 from dawnpipe.pipeline.codedeps import closure, code_files
 
 
@@ -89,6 +91,44 @@ def test_imports_for_annotations_only_are_not_followed(tmp_path):
         },
     )
     assert closure(src, ["dawnpipe.stage"]) == {"dawnpipe", "dawnpipe.stage", "dawnpipe.runs"}
+
+
+def fresh_process():
+    """What a new process starts with: no import lists in memory, only the cache file."""
+    codedeps._imports_of.cache_clear()
+    codedeps._cache.cache_clear()
+
+
+def test_the_cached_import_lists_follow_every_edit(tmp_path):
+    """The import lists kept beside the bytecode are keyed by each module's
+    source: a process after an edit sees the edit, a cache that is unreadable
+    or of the wrong shape is ignored, and the answer is the parse's each time."""
+    src = make_package(
+        tmp_path / "src",
+        {"dawnpipe/__init__.py": "", "dawnpipe/stage.py": "from dawnpipe import a\n", "dawnpipe/a.py": "", "dawnpipe/b.py": ""},
+    )
+    cache = src / codedeps.CACHE
+    assert closure(src, ["dawnpipe.stage"]) == {"dawnpipe", "dawnpipe.stage", "dawnpipe.a"}
+    written = json.loads(cache.read_text())
+    assert sorted(k.rpartition(":")[0] for k in written) == ["dawnpipe/__init__.py", "dawnpipe/a.py", "dawnpipe/stage.py"]
+
+    (src / "dawnpipe/stage.py").write_text("from dawnpipe import b\n")  # same size, same second
+    fresh_process()
+    assert closure(src, ["dawnpipe.stage"]) == {"dawnpipe", "dawnpipe.stage", "dawnpipe.b"}
+    stage_keys = [k for k in json.loads(cache.read_text()) if k.startswith("dawnpipe/stage.py:")]
+    assert len(stage_keys) == 1 and stage_keys[0] not in written  # the old source's entry is replaced
+
+    for garbage in ("not json", '{"dawnpipe/stage.py:x": "dawnpipe.a"}', "[1, 2]"):
+        cache.write_text(garbage)
+        fresh_process()
+        assert closure(src, ["dawnpipe.stage"]) == {"dawnpipe", "dawnpipe.stage", "dawnpipe.b"}, garbage
+        assert json.loads(cache.read_text())  # rewritten from the parse
+
+
+def test_a_cache_that_cannot_be_written_changes_nothing(tmp_path):
+    src = make_package(tmp_path / "src", {"dawnpipe/__init__.py": "", "dawnpipe/stage.py": "import dawnpipe.a\n", "dawnpipe/a.py": ""})
+    (src / "dawnpipe/__pycache__").write_text("a file where the cache's directory would be")
+    assert closure(src, ["dawnpipe.stage"]) == {"dawnpipe", "dawnpipe.stage", "dawnpipe.a"}
 
 
 def test_snakemake_and_dvc_list_the_same_code_for_each_stage(monkeypatch):

@@ -10,16 +10,27 @@ edit reruns the same stages under both tools; nothing is listed by hand.
 
 Modules chosen at run time by name (a trainer or an inference backend picked
 from a registry) are not imports; the stage table names them as extra roots.
+
+Every Snakemake start (and every Slurm job's, which parses the workflow again)
+reads the whole package this way. Parsing is most of that time, so what each
+module imports is kept in ``dawnpipe/__pycache__/codedeps.json`` beside the
+bytecode, under the module's path and a hash of its source: an edited module
+is parsed again, an unchanged one is not. The file is only a cache: when it is
+missing, unreadable or not writable, every module is parsed.
 """
 
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
+import hashlib
+import json
 from collections.abc import Iterable
 from pathlib import Path
 
 PACKAGE = "dawnpipe"
+CACHE = Path(PACKAGE, "__pycache__", "codedeps.json")  # under src
 
 
 @functools.cache
@@ -78,14 +89,53 @@ def _imported(tree: ast.AST, module: str, is_package: bool) -> set[str]:
     return {m for m in found if m == PACKAGE or m.startswith(PACKAGE + ".")}
 
 
+class _ImportsCache:
+    """What each module imports, keyed by ``<path under src>:<hash of its source>``."""
+
+    def __init__(self, src: Path):
+        self.path = src / CACHE
+        self.changed = False
+        try:
+            entries = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            entries = {}
+        valid = isinstance(entries, dict) and all(isinstance(v, list) and all(isinstance(m, str) for m in v) for v in entries.values())
+        self.entries: dict[str, list[str]] = entries if valid else {}
+
+    def imported(self, src: Path, module: str, path: Path) -> list[str]:
+        source = path.read_bytes()
+        name = path.relative_to(src).as_posix()
+        key = f"{name}:{hashlib.blake2b(source, digest_size=16).hexdigest()}"
+        if key not in self.entries:
+            tree = ast.parse(source.decode("utf-8"), filename=str(path))
+            for stale in [k for k in self.entries if k.rpartition(":")[0] == name]:
+                del self.entries[stale]
+            self.entries[key] = sorted(_imported(tree, module, path.name == "__init__.py"))
+            self.changed = True
+        return self.entries[key]
+
+    def save(self) -> None:
+        """Write the entries if this process added any; a cache that cannot be written is skipped."""
+        if self.changed:
+            from dawnpipe.fileio import write_json
+
+            with contextlib.suppress(OSError):
+                write_json(self.path, self.entries)
+            self.changed = False
+
+
+@functools.cache
+def _cache(src: Path) -> _ImportsCache:
+    return _ImportsCache(src)
+
+
 @functools.cache
 def _imports_of(src: Path, module: str) -> frozenset[str]:
     path = module_file(src, module)
     if path is None:
         return frozenset()
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     deps = set()
-    for name in _imported(tree, module, path.name == "__init__.py"):
+    for name in _cache(src).imported(src, module, path):
         # importing a.b.c runs a/__init__, a/b/__init__ too
         parts = name.split(".")
         deps |= {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
@@ -104,6 +154,7 @@ def closure(src: Path, roots: Iterable[str]) -> set[str]:
         parts = module.split(".")
         todo += [".".join(parts[:i]) for i in range(1, len(parts))]  # its parent packages run first
         todo += sorted(_imports_of(src, module))
+    _cache(src).save()
     return seen
 
 
