@@ -57,12 +57,14 @@ echo "setup: installing requirements.txt (pinned by constraints.txt)"
 # still missing and finds the rest in place.
 lock=$(mktemp -d)
 grep -E '^[A-Za-z0-9]' constraints.txt | awk -v dir="$lock" '{ print > (dir "/half" (NR % 2) ".txt") }'
-"$VENV/bin/python" -m pip install --quiet --no-deps -r "$lock/half0.txt" 2>"$lock/half0.err" &
+install_half() {
+    "$VENV/bin/python" -m pip install --quiet --no-deps -r "$lock/half$1.txt" 2>"$lock/half$1.err" \
+        || echo "setup: the pins do not all install as they are here; pip resolves them instead ($(tail -1 "$lock/half$1.err"))"
+}
+install_half 0 &
 half0=$!
-"$VENV/bin/python" -m pip install --quiet --no-deps -r "$lock/half1.txt" 2>"$lock/half1.err" \
-    || echo "setup: the pins do not all install as they are here; pip resolves them instead ($(tail -1 "$lock/half1.err"))"
-wait "$half0" \
-    || echo "setup: the pins do not all install as they are here; pip resolves them instead ($(tail -1 "$lock/half0.err"))"
+install_half 1
+wait "$half0"
 rm -rf "$lock"
 "$VENV/bin/python" -m pip install --quiet -r requirements.txt -c constraints.txt
 "$VENV/bin/python" -m pip install --quiet --no-deps --no-build-isolation -e .
