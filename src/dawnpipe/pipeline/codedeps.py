@@ -93,7 +93,7 @@ class _ImportsCache:
     """What each module imports, keyed by ``<path under src>:<hash of its source>``."""
 
     def __init__(self, src: Path):
-        self.path = src / CACHE
+        self.src, self.path = src, src / CACHE
         self.changed = False
         try:
             entries = json.loads(self.path.read_text(encoding="utf-8"))
@@ -102,9 +102,9 @@ class _ImportsCache:
         valid = isinstance(entries, dict) and all(isinstance(v, list) and all(isinstance(m, str) for m in v) for v in entries.values())
         self.entries: dict[str, list[str]] = entries if valid else {}
 
-    def imported(self, src: Path, module: str, path: Path) -> list[str]:
+    def imported(self, module: str, path: Path) -> list[str]:
         source = path.read_bytes()
-        name = path.relative_to(src).as_posix()
+        name = path.relative_to(self.src).as_posix()
         key = f"{name}:{hashlib.blake2b(source, digest_size=16).hexdigest()}"
         if key not in self.entries:
             tree = ast.parse(source.decode("utf-8"), filename=str(path))
@@ -135,7 +135,7 @@ def _imports_of(src: Path, module: str) -> frozenset[str]:
     if path is None:
         return frozenset()
     deps = set()
-    for name in _cache(src).imported(src, module, path):
+    for name in _cache(src).imported(module, path):
         # importing a.b.c runs a/__init__, a/b/__init__ too
         parts = name.split(".")
         deps |= {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
