@@ -65,6 +65,24 @@ def pytest_unconfigure(config):
         shutil.rmtree(config.hypothesis_home, ignore_errors=True)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def session_temporary_directory(tmp_path_factory) -> Path:
+    """The system's temporary directory, for this session (this worker) and every
+    process it starts: a folder under pytest's own temporary directory. Files a
+    library writes with ``tempfile`` then stay there, even from a process a test
+    kills before it cleans up (TensorFlow's autograph modules, Snakemake's job
+    scripts), instead of piling up in the machine's /tmp."""
+    tmp = tmp_path_factory.mktemp("tmpdir", numbered=False)
+    before = os.environ.get("TMPDIR"), tempfile.tempdir
+    os.environ["TMPDIR"] = tempfile.tempdir = str(tmp)
+    yield tmp
+    if before[0] is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = before[0]
+    tempfile.tempdir = before[1]
+
+
 CHART_DATA = re.compile(r'<script type="application/json" class="chart-data">(.*?)</script>', re.S)
 
 

@@ -20,6 +20,7 @@ import io
 import itertools
 import json
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -158,7 +159,8 @@ def error_lines(stderr: str) -> list[str]:
 @pytest.mark.parametrize("verb", VERBS)
 def test_random_arguments_and_files_never_crash(verb, tmp_path_factory):
     root = tmp_path_factory.mktemp(f"fuzz-{verb}")
-    crashes_before = set(Path("/tmp").glob(f"dawnpipe-{verb}-crash-*"))
+    crashes = Path(tempfile.gettempdir())  # where dawnpipe.crash writes its reports
+    crashes_before = set(crashes.glob(f"dawnpipe-{verb}-crash-*"))
     cwd = os.getcwd()
     os.chdir(root)  # `pipeline` reads the project beside it: here there is none
     try:
@@ -175,4 +177,4 @@ def test_random_arguments_and_files_never_crash(verb, tmp_path_factory):
         check()
     finally:
         os.chdir(cwd)
-    assert set(Path("/tmp").glob(f"dawnpipe-{verb}-crash-*")) == crashes_before, "a crash report was written"
+    assert set(crashes.glob(f"dawnpipe-{verb}-crash-*")) == crashes_before, "a crash report was written"
