@@ -4,6 +4,7 @@ several end-to-end tests inspect (session scope: it trains real models)."""
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -132,10 +133,18 @@ def train_command(entry, data, out, *, seed=0, settings: list[str] | tuple[str, 
     (dawnpipe.pipeline.stages.command_words): the train stage's outputs under
     their names in ``out``; ``settings``, the run's settings words
     (dawnpipe.pipeline.values.train_settings); ``values``, any other word of
-    the command by its name (``work_dir``, ``threads``, ``telemetry_interval``)."""
+    the command by its name (``work_dir``, ``threads``, ``telemetry_interval``);
+    the CPU peak probe as short as config/test.yaml has it, unless given."""
     from dawnpipe.pipeline.stages import TRAIN, command_words, outputs_in
 
+    values = {"cpu_peak_probe": test_config_probe_seconds(), **values}
     return command_words(TRAIN, {"entry_file": entry, "seed": seed, "data": data, **outputs_in(TRAIN, out), "settings": list(settings), **values})
+
+
+@functools.cache
+def test_config_probe_seconds() -> float:
+    """config/test.yaml's telemetry.cpu_peak_probe_s: each measurement of a CPU run's peak probe."""
+    return resolved_config(ROOT, "config/test.yaml")["telemetry"]["cpu_peak_probe_s"]
 
 
 def run_snakemake(workdir: Path, *args: str, timeout: float = 1200, check: bool = True) -> subprocess.CompletedProcess:

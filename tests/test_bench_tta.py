@@ -6,6 +6,7 @@ correctness, not its value)."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import statistics
 import subprocess
@@ -14,6 +15,8 @@ import sys
 import pandas as pd
 import pytest
 from conftest import ROOT, tool_env
+
+from dawnpipe.telemetry.peaks import PROBE_SECONDS
 
 spec = importlib.util.spec_from_file_location("bench_tta", ROOT / "bench/tta.py")
 bench = importlib.util.module_from_spec(spec)
@@ -52,6 +55,9 @@ def test_bench_tta_ratio_is_the_ratio_of_the_medians(prepared_fashion_mnist, tmp
         cov = statistics.stdev(ts) / statistics.mean(ts)
         assert f"coefficient of variation {100 * cov:.1f}%" in next(line for line in lines if line.startswith(f"{e}: median"))
     ratio = statistics.median(times["resnet20-dawn"]) / statistics.median(times["fastnet"])
+    # the bench leaves the CPU peak probe at the train stage's default length
+    probe = json.loads((out / "fastnet" / "seed0" / "run.json").read_text())["telemetry"]["cpu_peak"]["method"]
+    assert f"best of repeated runs in {PROBE_SECONDS:g} s" in probe
     assert lines[-1] == f"fast entry speed-up over the seed recipe: {ratio:.2f}x"
 
 

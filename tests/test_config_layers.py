@@ -37,8 +37,10 @@ def test_the_test_config_is_the_default_with_its_own_changes():
     assert v["name"] == "test" and v["seeds"] == [0, 1] and v["train_limit"] == 3000 and v["test_limit"] == 500
     assert v["inference"]["warmup"] == 10 and v["inference"]["backends"] == ["eager", "onnxruntime", "tf-function"]
     assert v["thresholds"] == {"fashion-mnist": 65.0} and v["sensitivity_ladders"] == {"fashion-mnist": [50.0, 55.0, 60.0]}
+    # a group merges key by key: its own probe length beside the schema's interval
+    assert v["telemetry"] == {"interval_s": 1.0, "cpu_peak_probe_s": 0.1}
     # the schema's defaults, which neither file states
-    assert v["prices"] == "config/prices.yaml" and v["submission_dirs"] == ["results/submissions"] and v["telemetry"] == {"interval_s": 1.0}
+    assert v["prices"] == "config/prices.yaml" and v["submission_dirs"] == ["results/submissions"]
     assert config.where("seeds") == "config/test.yaml" and config.where("entries") == "config/test.yaml"
     assert config.where("prices").endswith("(default)")
 

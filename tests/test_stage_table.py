@@ -74,7 +74,7 @@ def test_a_caller_outside_the_pipeline_writes_the_pipelines_command():
     assert {name: str(path) for name, path in outputs_in(TRAIN, run).items()} == render.outputs(TRAIN, job)
     values = {"entry_file": plan.entries[entry].file, "seed": seed, "data": f"data/prepared/{plan.task_of(entry)}", **outputs_in(TRAIN, run)}
     values |= {"work_dir": f"results/.work/{entry}/seed{seed}", "settings": TRAIN.params["settings"](plan, job)}
-    values |= {"telemetry_interval": TRAIN.params["telemetry_interval"](plan, job)}
+    values |= {name: TRAIN.params[name](plan, job) for name in ("telemetry_interval", "cpu_peak_probe")}
     assert command_words(TRAIN, values) == render.command(TRAIN, plan, job)[len(plan.task_dir_words()) :]
 
 

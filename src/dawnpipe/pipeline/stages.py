@@ -57,6 +57,7 @@ from dawnpipe.pipeline.values import (
     checksums,
     config,
     config_words,
+    cpu_peak_probe,
     data_modules,
     dawnbench_archive,
     dawnbench_source,
@@ -331,10 +332,11 @@ TRAIN = Stage(
         Param("settings"),
         ("--telemetry", Out("telemetry")),
         ("--telemetry-interval", Param("telemetry_interval")),
+        ("--cpu-peak-probe-seconds", Param("cpu_peak_probe")),
     ),
     log="results/logs/train/{entry}/seed{seed}.log",
-    # a new telemetry interval re-samples, which takes the run again: a deliberate rerun trigger
-    params={"entry_file": entry_file, "settings": run_settings_words, "telemetry_interval": telemetry_interval},
+    # a new telemetry interval re-samples, and a new probe length probes, which takes the run again: deliberate rerun triggers
+    params={"entry_file": entry_file, "settings": run_settings_words, "telemetry_interval": telemetry_interval, "cpu_peak_probe": cpu_peak_probe},
     values={"run_settings": RECIPE},
     config_keys=("tasks.{task}.threshold", "config.train_limit", "config.test_limit", "config.stop_at_threshold", "config.telemetry", "config.programs"),
     code=trainer_modules,

@@ -319,6 +319,11 @@ def telemetry_interval(plan: Plan, job: Job) -> str:
     return repr(float(plan.config["telemetry"]["interval_s"]))
 
 
+def cpu_peak_probe(plan: Plan, job: Job) -> str:
+    """Seconds of each measurement of a CPU run's peak probe (config `telemetry.cpu_peak_probe_s`); a new length probes, so runs, again."""
+    return repr(float(plan.config["telemetry"]["cpu_peak_probe_s"]))
+
+
 def limit_words(plan: Plan, job: Job) -> list[str]:
     """`--limit` where the config limits the test items (config `test_limit`)."""
     return words(("--limit", plan.config["test_limit"]))

@@ -21,14 +21,18 @@ from dawnpipe.telemetry.sampler import Sampler, mark_training_clock, sampling
 __all__ = ["Sampler", "mark_training_clock", "run_record", "sampling"]
 
 
-def run_record(sampler: Sampler | None, interval_s: float | None, *, framework: str, environment: dict, precision: str) -> dict:
+def run_record(
+    sampler: Sampler | None, interval_s: float | None, *, framework: str, environment: dict, precision: str, probe_seconds: float | None = None
+) -> dict:
     """run.json's ``telemetry``: the sampler's summary and, for a CPU run, the
-    CPU's peak measured once, after training, by a short matrix-multiply probe."""
+    CPU's peak measured once, after training, by a short matrix-multiply probe
+    (``probe_seconds`` per measurement; None: the probe's default)."""
     from dawnpipe.telemetry.sampler import summary_of
 
     record = summary_of(sampler, interval_s)
     if not str(environment.get("device", "cpu")).startswith("cuda"):
-        from dawnpipe.telemetry.peaks import probe_cpu
+        from dawnpipe.telemetry.peaks import PROBE_SECONDS, probe_cpu
 
-        record["cpu_peak"] = probe_cpu(framework, tuple(dict.fromkeys(("fp32", precision))))
+        seconds = PROBE_SECONDS if probe_seconds is None else probe_seconds
+        record["cpu_peak"] = probe_cpu(framework, tuple(dict.fromkeys(("fp32", precision))), seconds=seconds)
     return record

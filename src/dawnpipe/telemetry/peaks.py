@@ -25,6 +25,10 @@ from dawnpipe.fileio import parse_yaml
 # under the same ``<precision>_tflops`` key).
 PRECISIONS = ("fp32", "bf16", "fp16", "int8")
 
+# Seconds of each measurement of the CPU probe (each precision's multiplies,
+# then the copy): the default of config key telemetry.cpu_peak_probe_s.
+PROBE_SECONDS = 0.4
+
 
 @functools.cache
 def peak_table() -> dict[str, dict[str, Any]]:
@@ -66,8 +70,11 @@ def _best_rate(step: Callable[[], None], work: float, seconds: float) -> tuple[f
     return best, n
 
 
-def probe_cpu(framework: str, precisions: tuple[str, ...] = ("fp32",), *, size: int = 1024, seconds: float = 0.4, copy_mb: int = 128) -> dict[str, Any]:
-    """Measured CPU ceilings: matrix-multiply TFLOP/s per precision and copy GB/s.
+def probe_cpu(
+    framework: str, precisions: tuple[str, ...] = ("fp32",), *, size: int = 1024, seconds: float = PROBE_SECONDS, copy_mb: int = 128
+) -> dict[str, Any]:
+    """Measured CPU ceilings: matrix-multiply TFLOP/s per precision and copy GB/s,
+    each the best rate of repeated steps within ``seconds`` (three at least).
 
     ``framework`` pytorch uses torch (the thread count the run set); anything
     else uses numpy's BLAS (the record says which)."""

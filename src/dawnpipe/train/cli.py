@@ -37,6 +37,7 @@ from dawnpipe.fileio import read_json, write_json
 from dawnpipe.runinfo import base_environment, now_iso
 from dawnpipe.studies import load_entry_ref
 from dawnpipe.tasks import get_task
+from dawnpipe.telemetry.peaks import PROBE_SECONDS
 from dawnpipe.train import DATA_PARALLEL, TRAINERS, EntryError, TrainerModule
 from dawnpipe.train.distributed import SINGLE, Layout, rank_from_env, run_launcher
 from dawnpipe.train.finish import run_document
@@ -72,6 +73,12 @@ def configure(p) -> None:
     add_task_options(p, what="demo threshold", dest="threshold_for", type=threshold_value, metavar="VALUE")
     p.add_argument("--telemetry", type=Path, help="output: hardware samples, Parquet (default: telemetry.parquet beside --run-json)")
     p.add_argument("--telemetry-interval", type=seconds, default=1.0, help="seconds between hardware samples; 0 turns sampling off (default 1)")
+    p.add_argument(
+        "--cpu-peak-probe-seconds",
+        type=seconds,
+        default=PROBE_SECONDS,
+        help=f"a CPU run's peak probe after training: seconds of each of its measurements (default {PROBE_SECONDS:g}; dawnpipe.telemetry.peaks)",
+    )
 
 
 def trainer_name(entry: Entry) -> str:
@@ -193,7 +200,12 @@ def run(args) -> int:
         finished = train(settings, data, outputs, threads=threads, resume=not args.no_resume, **extra)
     environment = {**base_environment(), **finished.environment, **precision}
     telemetry_record = telemetry.run_record(
-        sampler, args.telemetry_interval, framework=entry.framework, environment=environment, precision=precision["precision"]
+        sampler,
+        args.telemetry_interval,
+        framework=entry.framework,
+        environment=environment,
+        precision=precision["precision"],
+        probe_seconds=args.cpu_peak_probe_seconds,
     )
     write_json(
         args.run_json,
