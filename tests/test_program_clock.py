@@ -246,6 +246,36 @@ def test_the_freeze_holds_every_process_of_the_program(method):
     assert not freezer.tree()
 
 
+class _Naps:
+    """The time module, with its sleeps recorded instead of slept."""
+
+    def __init__(self):
+        self.naps: list[float] = []
+
+    def sleep(self, seconds: float) -> None:
+        self.naps.append(seconds)
+
+    def __getattr__(self, name: str):
+        return getattr(time, name)
+
+
+def test_a_second_kill_finds_the_cgroup_gone_and_waits_for_nothing(monkeypatch):
+    """The end of a run kills the program twice (when it ends, and when its harness
+    closes): the second finds its cgroup removed and returns at once, instead of
+    retrying the removal for a second."""
+    from dawnpipe.programs import freezer as freezer_module
+
+    freezer = Freezer.create("cgroup")
+    if freezer.cgroup is None:
+        pytest.skip("this system offers dawnpipe no cgroup freezer (not root, no delegated cgroup)")
+    freezer.kill_all()
+    assert not freezer.cgroup.exists()
+    clock_of_the_freezer = _Naps()
+    monkeypatch.setattr(freezer_module, "time", clock_of_the_freezer)
+    freezer.kill_all()
+    assert clock_of_the_freezer.naps == []
+
+
 def test_a_stop_waiting_for_a_process_in_the_kernel_is_read_from_its_status():
     """A vfork parent cannot stop until its child execs: its pending SIGSTOP (bit 19, mask 0x40000) says it will."""
     from dawnpipe.programs.freezer import stop_pending_in

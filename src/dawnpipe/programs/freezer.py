@@ -332,6 +332,8 @@ class Freezer:
                 try:
                     group.rmdir()
                     break
+                except FileNotFoundError:  # removed already (the end of a run kills twice)
+                    break
                 except OSError:
                     time.sleep(0.02)
 
