@@ -137,12 +137,12 @@ def train_command(entry, data, out, *, seed=0, settings: list[str] | tuple[str, 
     the CPU peak probe as short as config/test.yaml has it, unless given."""
     from dawnpipe.pipeline.stages import TRAIN, command_words, outputs_in
 
-    values = {"cpu_peak_probe": test_config_probe_seconds(), **values}
+    values = {"cpu_peak_probe": probe_seconds_of_test_config(), **values}
     return command_words(TRAIN, {"entry_file": entry, "seed": seed, "data": data, **outputs_in(TRAIN, out), "settings": list(settings), **values})
 
 
 @functools.cache
-def test_config_probe_seconds() -> float:
+def probe_seconds_of_test_config() -> float:
     """config/test.yaml's telemetry.cpu_peak_probe_s: each measurement of a CPU run's peak probe."""
     return resolved_config(ROOT, "config/test.yaml")["telemetry"]["cpu_peak_probe_s"]
 

@@ -21,18 +21,15 @@ from dawnpipe.telemetry.sampler import Sampler, mark_training_clock, sampling
 __all__ = ["Sampler", "mark_training_clock", "run_record", "sampling"]
 
 
-def run_record(
-    sampler: Sampler | None, interval_s: float | None, *, framework: str, environment: dict, precision: str, probe_seconds: float | None = None
-) -> dict:
+def run_record(sampler: Sampler | None, interval_s: float | None, *, framework: str, environment: dict, precision: str, probe_seconds: float) -> dict:
     """run.json's ``telemetry``: the sampler's summary and, for a CPU run, the
     CPU's peak measured once, after training, by a short matrix-multiply probe
-    (``probe_seconds`` per measurement; None: the probe's default)."""
+    (``probe_seconds`` per measurement)."""
     from dawnpipe.telemetry.sampler import summary_of
 
     record = summary_of(sampler, interval_s)
     if not str(environment.get("device", "cpu")).startswith("cuda"):
-        from dawnpipe.telemetry.peaks import PROBE_SECONDS, probe_cpu
+        from dawnpipe.telemetry.peaks import probe_cpu
 
-        seconds = PROBE_SECONDS if probe_seconds is None else probe_seconds
-        record["cpu_peak"] = probe_cpu(framework, tuple(dict.fromkeys(("fp32", precision))), seconds=seconds)
+        record["cpu_peak"] = probe_cpu(framework, tuple(dict.fromkeys(("fp32", precision))), seconds=probe_seconds)
     return record
