@@ -180,7 +180,8 @@ def test_hand_computed_scores_and_the_summarizer_agree(tmp_path):
     forty = submission(tmp_path / "c", "unet3d", [{"minutes": m} for m in range(1, 41)], scaling=1.5)
     three_failed = submission(tmp_path / "d", "unet3d", [{"minutes": m} for m in range(1, 38)] + [{"minutes": 0.5, "below_target": True}] * 3)
 
-    _, doc = score(tmp_path, mixed, expect_rc=0)
+    scored = {}  # each folder's score, compared with the summarizer's at the end
+    _, doc = scored[mixed] = score(tmp_path, mixed, expect_rc=0)
     (r,) = doc["results"]
     assert r["score_minutes"] == pytest.approx((31 + 32 + 35) / 3, rel=1e-12)  # the aborted run counts as the slowest: 30 and it dropped
     aborted = r["runs"][4]
@@ -188,7 +189,7 @@ def test_hand_computed_scores_and_the_summarizer_agree(tmp_path):
     assert any("eval_accuracy" in m for m in aborted["messages"])
     assert [run["minutes"] for run in r["runs"][:4]] == pytest.approx([30, 31, 32, 35])
 
-    proc, doc = score(tmp_path, failing, expect_rc=1)
+    proc, doc = scored[failing] = score(tmp_path, failing, expect_rc=1)
     (r,) = doc["results"]
     assert r["score_minutes"] is None and r["reason"] == "2 of 5 runs failed the compliance check; at most 1 may be dropped"
     assert r["runs"][3]["status"] is None and any("run_stop" in m for m in r["runs"][3]["messages"])
@@ -197,7 +198,7 @@ def test_hand_computed_scores_and_the_summarizer_agree(tmp_path):
     assert r["rcp"]["epochs"]["result_3.txt"] is None and r["rcp"]["epochs"]["result_4.txt"] is not None
     assert "no score: 2 of 5 runs failed" in proc.stdout
 
-    _, doc = score(tmp_path, forty)
+    _, doc = scored[forty] = score(tmp_path, forty)
     (r,) = doc["results"]
     assert r["score_minutes"] == pytest.approx(sum(range(5, 37)) / 32 * 1.5, rel=1e-12)  # four dropped at each end, times scaling.json
     assert r["scaling_factor"] == 1.5 and r["runs_required"] == 40
@@ -206,14 +207,14 @@ def test_hand_computed_scores_and_the_summarizer_agree(tmp_path):
     assert r["rcp"]["verdict"] == "pass" and implied == pytest.approx(r["rcp"]["reference_mean"] / r["rcp"]["mean"])
     assert f"scaling.json says 1.5, but the convergence check implies a factor of {implied!r}" in r["errors"]
 
-    _, doc = score(tmp_path, three_failed, expect_rc=1)
+    _, doc = scored[three_failed] = score(tmp_path, three_failed, expect_rc=1)
     (r,) = doc["results"]
     assert [e for e in r["errors"] if e.startswith("there is no scaling.json, but the convergence check implies")]
     minutes = sorted(range(1, 38))
     assert r["score_minutes"] == pytest.approx(sum(minutes[4:36]) / 32, rel=1e-12)  # three failures fill three of the four slow drops
 
     for folder, benchmark in ((mixed, "resnet"), (failing, "resnet"), (forty, "unet3d"), (three_failed, "unet3d")):
-        _, doc = score(tmp_path, folder)
+        _, doc = scored[folder]
         assert doc["results"][0]["score_minutes"] == official_score(summarizer(folder, tmp_path / folder.parent.name), benchmark)
 
 
