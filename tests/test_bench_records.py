@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, copy_project, tool_env
+from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "bench"))
 
@@ -507,30 +507,3 @@ def test_the_default_data_is_made_by_the_pipeline_and_other_paths_are_not(tmp_pa
     ((command, cwd),) = calls
     assert command[1:] == ["--cores", "all", "data/prepared/fashion-mnist"] and Path(command[0]).name == "snakemake" and cwd == ROOT
     assert inputs.ensure_prepared(inputs.DATA / "fashion-mnist") and len(calls) == 1  # there now: nothing runs
-
-
-@pytest.mark.slow
-def test_bench_tta_in_a_fresh_clone_prepares_its_data_through_the_pipeline(tmp_path, fashion_mnist_source):
-    """A copy of the project with no data/: bench/tta.py runs the pipeline's
-    fetch and prepare stages itself, then trains, and --record writes its record."""
-    import shutil
-
-    work = copy_project(tmp_path / "clone")
-    shutil.copytree(ROOT / "bench", work / "bench", ignore=shutil.ignore_patterns("__pycache__"))
-    out = tmp_path / "records"
-    args = ["--seeds", "1", "--threshold", "10", "--train-limit", "300", "--test-limit", "200", "--threads", "1", "--record", "--record-dir", str(out)]
-    proc = subprocess.run(
-        [sys.executable, str(work / "bench/tta.py"), *args],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        env=tool_env(),
-        timeout=1200,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "making it with the pipeline's fetch and prepare stages: snakemake --cores all data/prepared/fashion-mnist" in proc.stdout
-    assert (work / "data/prepared/fashion-mnist/manifest.json").is_file()
-    rec = json.loads((out / "tta.json").read_text())
-    assert rec["command"] == "python bench/tta.py --seeds 1 --threshold 10 --train-limit 300 --test-limit 200 --threads 1"
-    assert rec["result"]["fast"]["entry"] == "fastnet" and rec["result"]["seed_recipe"]["reached_runs"] == 1
-    assert proc.stdout.strip().splitlines()[-1].startswith("fast entry speed-up over the seed recipe: ")  # the record's path went to stderr

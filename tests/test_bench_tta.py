@@ -1,20 +1,23 @@
-"""bench/tta.py with a tiny budget: the real train stage for both entries,
-seeds alternating, every seed's time printed, and a last line whose ratio is
-the ratio of the medians recomputed here from the runs' own logs (its
-correctness, not its value)."""
+"""bench/tta.py with a tiny budget, in a copy of the project without data/:
+the pipeline's fetch and prepare stages make its data, then the real train
+stage runs both entries, seeds alternating, every seed's time is printed,
+the last line's ratio is the ratio of the medians recomputed here from the
+runs' own logs (its correctness, not its value), and --record writes it."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
 import re
+import shlex
+import shutil
 import statistics
 import subprocess
 import sys
 
 import pandas as pd
 import pytest
-from conftest import ROOT, tool_env
+from conftest import ROOT, copy_project, tool_env
 
 from dawnpipe.telemetry.peaks import PROBE_SECONDS
 
@@ -31,18 +34,24 @@ def first_time_at(tsv, threshold: float) -> float | None:
 
 
 @pytest.mark.slow
-def test_bench_tta_ratio_is_the_ratio_of_the_medians(prepared_fashion_mnist, tmp_path):
-    out = tmp_path / "runs"
+def test_bench_tta_ratio_is_the_ratio_of_the_medians(tmp_path, fashion_mnist_source):
+    work = copy_project(tmp_path / "clone")
+    shutil.copytree(ROOT / "bench", work / "bench", ignore=shutil.ignore_patterns("__pycache__"))
     # 600 items and a few steps an epoch: 20% is what every seed of both recipes reaches (25% was missed by one under torch 2.14)
-    args = ["--seeds", "3", "--data", str(prepared_fashion_mnist), "--threshold", "20", "--train-limit", "600", "--test-limit", "300"]
+    out = tmp_path / "runs"
+    args = ["--seeds", "3", "--threshold", "20", "--train-limit", "600", "--test-limit", "300", "--threads", "1", "--out-dir", str(out)]
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "bench/tta.py"), *args, "--threads", "1", "--out-dir", str(out)],
+        [sys.executable, str(work / "bench/tta.py"), *args, "--record", "--record-dir", str(tmp_path / "records")],
+        cwd=tmp_path,
         capture_output=True,
         text=True,
         env=tool_env(),
-        timeout=900,
+        timeout=1200,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    # no --data and none prepared in the copy: the pipeline's own stages made it
+    assert "making it with the pipeline's fetch and prepare stages: snakemake --cores all data/prepared/fashion-mnist" in proc.stdout
+    assert (work / "data/prepared/fashion-mnist/manifest.json").is_file()
     lines = proc.stdout.strip().splitlines()
     # alternating: seed 0 fast entry first, seed 1 the seed recipe first, seed 2 the fast entry first
     started = re.findall(r"^train: (\S+) seed (\d+) ", proc.stdout, flags=re.M)
@@ -58,7 +67,10 @@ def test_bench_tta_ratio_is_the_ratio_of_the_medians(prepared_fashion_mnist, tmp
     # the bench leaves the CPU peak probe at the train stage's default length
     probe = json.loads((out / "fastnet" / "seed0" / "run.json").read_text())["telemetry"]["cpu_peak"]["method"]
     assert f"best of repeated runs in {PROBE_SECONDS:g} s" in probe
-    assert lines[-1] == f"fast entry speed-up over the seed recipe: {ratio:.2f}x"
+    assert lines[-1] == f"fast entry speed-up over the seed recipe: {ratio:.2f}x"  # the record's path went to stderr
+    rec = json.loads((tmp_path / "records" / "tta.json").read_text())
+    assert rec["command"] == shlex.join(["python", "bench/tta.py", *args])
+    assert rec["result"]["fast"]["entry"] == "fastnet" and rec["result"]["seed_recipe"]["reached_runs"] == 3
 
 
 def test_no_median_means_no_ratio_and_a_partial_median_is_flagged():
