@@ -305,6 +305,8 @@ def test_pytorch_jobs_do_not_load_tensorflow(work):
         str(out / "latency.parquet"),
         "--limit",
         "20",
+        "--throughput-seconds",  # a short look: what is asked here is which frameworks the job loads
+        "0.05",
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert loaded == {"tensorflow": False, "keras": False, "torch": True}
