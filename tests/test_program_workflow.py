@@ -354,6 +354,8 @@ def test_a_study_varies_a_program_entrys_hyperparameter(programs):
         "factors": {"hidden": {"32": {"hyperparameters.hidden": 32}}},
         "seeds": [0],
         "ladder": [60.0, 70.0],
+        # stopped at the threshold like the fixture's runs: a full-budget study would retrain prog-honest itself
+        "continue_past_threshold": False,
     }
     (work / "config/studies/prog-hidden.yaml").write_text(yaml.safe_dump(study))
     run_snakemake(
