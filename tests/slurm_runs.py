@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT, copy_project, resolved_config, tool_env
+from conftest import ROOT, copy_project, resolved_config, run_snakemake, tool_env
 from tiny_training import TINY_ENTRY
 
 SCRIPT = ROOT / "scripts" / "slurm-local.sh"
@@ -98,13 +98,13 @@ def _cancel_mid_epoch(marker: Path, proc: subprocess.Popen, timeout: float) -> s
 
 
 def _srun_run(work: Path) -> list[str]:
-    """A data-parallel entry (2 processes) to its time to accuracy."""
+    """A data-parallel entry (2 processes), trained: its run.json (the train job alone)."""
     entry = {**TINY_ENTRY, "description": "tiny, 2 processes", "distributed": {"nodes": 1, "processes_per_node": 2}}
     (work / "config/entries/tiny-2proc.yaml").write_text(yaml.safe_dump(entry, sort_keys=False))
     config = resolved_config(work, "config/test.yaml")
     config.update(name="ddp-slurm", entries=["tiny-2proc"], seeds=[0], train_limit=2000, test_limit=1000)
     (work / "config/ddp.yaml").write_text(yaml.safe_dump(config))
-    return ["results/runs/tiny-2proc/seed0/time_to_accuracy.json", "--configfile", "config/ddp.yaml"]
+    return ["results/runs/tiny-2proc/seed0/run.json", "--configfile", "config/ddp.yaml"]
 
 
 def _program_run(work: Path) -> list[str]:
@@ -140,8 +140,8 @@ MORE_RUNS = {"srun": _srun_run, "program": _program_run, "study": _study_run, "g
 class SlurmRuns:
     """The cluster and the Slurm runs, in two threads started by ``start``:
     the cluster, then the main run in one; the four smaller runs, in a
-    project of their own (their data prepared through Slurm first), in the
-    other, once the cluster is up. ``cluster``, ``main`` and ``more`` wait
+    project of their own (its data prepared locally first), in the other,
+    once the cluster is up. ``cluster``, ``main`` and ``more`` wait
     for their part and return it, or raise (in the test reading it) what
     stopped it."""
 
@@ -235,16 +235,16 @@ class SlurmRuns:
 
     def _more_runs(self) -> dict:
         """Four smaller runs through profiles/slurm in a project of their own, its data prepared
-        for config/test.yaml first (through Slurm too), then started together: separate Snakemake
+        for config/test.yaml first (by a local Snakemake, while the cluster starts: the main run
+        fetches and prepares through Slurm), then started together: separate Snakemake
         processes, each with its own configuration and targets (no job in common, so Snakemake's
         locks let them run side by side), while Slurm queues their jobs, and the main run's, on the
         one node. Each test reads its own: the exit status and output of its Snakemake."""
+        work = copy_project(self.more_work)
+        run_snakemake(work, "data/prepared/fashion-mnist", "--configfile", "config/test.yaml")
         self._done["cluster"].wait()
         if isinstance(self._parts["cluster"], BaseException):
             raise self._parts["cluster"]
-        work = copy_project(self.more_work)
-        prepare = self._snakemake(work, ["data/prepared/fashion-mnist", "--configfile", "config/test.yaml"], work / "snakemake-data.out")
-        assert prepare.wait(timeout=3600) == 0, f"preparing the data through Slurm failed:\n{(work / 'snakemake-data.out').read_text()[-6000:]}"
         started = {name: self._snakemake(work, make(work), work / f"snakemake-{name}.out") for name, make in MORE_RUNS.items()}
         runs = {}
         for name, proc in started.items():
