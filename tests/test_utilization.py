@@ -62,12 +62,9 @@ def test_operand_bytes_amortise_weights_over_the_batch():
     assert large["arithmetic_intensity"] > 4 * small["arithmetic_intensity"]  # weights are read once per step, not per item
 
 
-def test_flops_cli_on_real_prepared_data(tmp_path, fashion_mnist_source):
-    raw, prepared = tmp_path / "raw", tmp_path / "prepared"
-    run_cli("fetch", "fashion-mnist", "--dest", str(raw), "--source", fashion_mnist_source, check=True)
-    run_cli("prepare", "fashion-mnist", "--raw", str(raw), "--out", str(prepared), check=True)
+def test_flops_cli_on_real_prepared_data(tmp_path, prepared_fashion_mnist):
     out = tmp_path / "flops.json"
-    proc = run_cli("flops", "--entry", "config/entries/resnet20-dawn.yaml", "--data", str(prepared), "--out", str(out), check=True)
+    proc = run_cli("flops", "--entry", "config/entries/resnet20-dawn.yaml", "--data", str(prepared_fashion_mnist), "--out", str(out), check=True)
     rec = json.loads(out.read_text())
     assert rec["counted"] and rec["item_shape"] == [1, 28, 28]
     # ResNet-20 on 28x28 grey images, forward, 2 FLOPs per multiply-add (k = 3x3 = 9):
