@@ -57,24 +57,30 @@ RANKED = {
     "prog-burst": ("burst", 1, ("--epochs", "3"), {}),
     "prog-fetched": ("honest", 1, (), {}),
 }
+# The start-up allowance of this module's configuration, below the default 15 CPU s (the programs here,
+# the Keras example's among them, start in 2.5 to 3.5), so that the pre-start program exceeds it sooner.
+STARTUP_ALLOWANCE = 8.0
+PRE_START_CPU_SECONDS = 11.0
 # entry: (behaviour, contract, program arguments, the start of the reason it is not ranked)
 NOT_RANKED = {
     "prog-overclaim": ("overclaim", 1, (), "claims contradicted: epoch 1 claimed"),
     "prog-no-training": ("no-training", 2, (), "claims contradicted: epoch 1 claimed 95.00%"),
     "prog-hide-in-eval": ("hide-in-eval", 1, ("--hide", "4"), "work off the clock: evaluation windows"),
-    "prog-pre-start": ("pre-start", 2, ("--hide", "20"), "work off the clock: start-up"),
+    "prog-pre-start": ("pre-start", 2, ("--hide", str(PRE_START_CPU_SECONDS)), "work off the clock: start-up"),
     "prog-memorise": ("memorise", 2, (), "test items learnt: at epoch 1 the model scores"),
     "prog-rewrite": ("rewrite", 2, (), "epoch 1's model (epoch1.onnx) was written again after dawnpipe took it"),
     "prog-write-data": ("write-data", 2, (), "dawnpipe's prepared data changed while the program ran"),
 }
 if _can_escape():
     NOT_RANKED["prog-escape"] = ("escape", 2, ("--epoch-sleep", "1"), "a process of the program ran outside the frozen set")
+# prog-hang's budget: its start-up and first epoch take a few seconds; whenever the budget stops it, the reason is the same
+HANG_BUDGET_SECONDS = 10
 FAILING = {
     "prog-crash": "it exited with status 1",
     "prog-silent-death": "it exited with status 3 and never logged run_start",
     "prog-no-model": "epoch 1: the program wrote no model file",
     "prog-broken": "broken MLLOG: line ",
-    "prog-hang": "ran past its budget of 20 s (program.budget_seconds)",
+    "prog-hang": f"ran past its budget of {HANG_BUDGET_SECONDS:g} s (program.budget_seconds)",
 }
 
 
@@ -90,7 +96,7 @@ def write_entries(work):
         (work / f"config/entries/{name}.yaml").write_text(yaml.safe_dump(program_entry(behaviour, contract=c, args=args, env=env)))
     for name in FAILING:
         behaviour = name.removeprefix("prog-")
-        extra = {"budget_seconds": 20, "grace_seconds": 2} if behaviour == "hang" else {}
+        extra = {"budget_seconds": HANG_BUDGET_SECONDS, "grace_seconds": 2} if behaviour == "hang" else {}
         (work / f"config/entries/{name}.yaml").write_text(yaml.safe_dump(program_entry(behaviour, **extra)))
 
 
@@ -118,6 +124,7 @@ def programs(tmp_path_factory, fashion_mnist_source):
         entries=entries,
         seeds=[0],
         inference={**config["inference"], "backends": ["onnxruntime", "tf-function"]},
+        programs={**config["programs"], "startup_allowance_cpu_seconds": STARTUP_ALLOWANCE},
     )
     (work / "config/programs.yaml").write_text(yaml.safe_dump(config))
     proc = run_snakemake(work, "results/leaderboard.html", "--configfile", "config/programs.yaml", "--cores", "2", timeout=2400)
@@ -280,10 +287,10 @@ def test_work_hidden_off_the_clock_is_counted_and_not_ranked(programs):
     hidden = run_json(work, "prog-hide-in-eval")["program"]["time"]
     assert hidden["evaluation_counted_seconds"] > 1.0 and hidden["ranked_seconds"] >= hidden["evaluation_counted_seconds"]
     early = run_json(work, "prog-pre-start")["program"]["time"]
-    assert early["startup_cpu_seconds"] > 20.0 and early["startup_counted_seconds"] > 0.0
+    assert early["startup_cpu_seconds"] > PRE_START_CPU_SECONDS and early["startup_counted_seconds"] > 0.0
     assert early["ranked_seconds"] >= early["startup_counted_seconds"]
     honest = run_json(work, "prog-honest-2")["program"]["time"]
-    assert honest["startup_cpu_seconds"] < 15.0  # importing torch and loading data: within the allowance
+    assert honest["startup_cpu_seconds"] < STARTUP_ALLOWANCE  # importing torch and loading data: within the allowance
 
 
 def test_a_program_that_learns_the_test_items_it_is_given_is_caught(programs):
