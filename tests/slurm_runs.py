@@ -43,8 +43,8 @@ SLURM = ("--profile", "profiles/slurm", "--slurm-init-seconds-before-status-chec
 OPT_OUT = "DAWNPIPE_SKIP_SLURM"  # set to skip the real-Slurm tests on a machine that cannot run the local cluster
 
 # The run cancelled in its epoch 2: one that needs several epochs to reach
-# config/test.yaml's 65% (resnet20-dawn: about its fourth epoch; fastnet reaches it
-# in its first or second epoch on 3,000 images).
+# config/test.yaml's 50% (resnet20-dawn: its third epoch; fastnet reaches it in its
+# first on 3,000 images).
 CANCELLED_RUN = "resnet20-dawn"
 
 

@@ -36,7 +36,7 @@ def test_the_test_config_is_the_default_with_its_own_changes():
     assert v["entries"] == ["fastnet", "resnet20-dawn"]
     assert v["name"] == "test" and v["seeds"] == [0, 1] and v["train_limit"] == 3000 and v["test_limit"] == 500
     assert v["inference"]["warmup"] == 10 and v["inference"]["backends"] == ["eager", "onnxruntime", "tf-function"]
-    assert v["thresholds"] == {"fashion-mnist": 65.0} and v["sensitivity_ladders"] == {"fashion-mnist": [50.0, 55.0, 60.0]}
+    assert v["thresholds"] == {"fashion-mnist": 50.0} and v["sensitivity_ladders"] == {"fashion-mnist": [35.0, 40.0, 45.0]}
     # a group merges key by key: its own probe length beside the schema's interval
     assert v["telemetry"] == {"interval_s": 1.0, "cpu_peak_probe_s": 0.1}
     # the schema's defaults, which neither file states
@@ -140,4 +140,4 @@ def test_snakemake_lays_its_config_and_overrides_as_the_generator_does(tmp_path)
     proj = project(tmp_path)
     proc = run_snakemake(proj, "-n", "-p", "results/leaderboard.html", "--configfile", "config/test.yaml", "--config", "seeds=[3]")
     shells = [line for line in proc.stdout.splitlines() if line.startswith("Shell command:") and " train " in line]
-    assert len(shells) == 2 and all("--seed 3 " in s and "--threshold 65.0 " in s and "--train-limit 3000 " in s for s in shells), shells
+    assert len(shells) == 2 and all("--seed 3 " in s and "--threshold 50.0 " in s and "--train-limit 3000 " in s for s in shells), shells
