@@ -184,6 +184,7 @@ def real_run(tmp_path_factory, prepared_fashion_mnist):
     return root
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "change, field, says",
     [
@@ -204,6 +205,7 @@ def test_a_flops_file_with_a_bad_field_is_named_by_the_utilization_stage(real_ru
     assert not (real_run / "run" / "utilization.json").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "drop, field",
     [
@@ -232,6 +234,7 @@ def test_a_run_json_without_what_the_utilization_stage_reads_is_named(real_run, 
     assert not (run_dir / "utilization.json").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "column, change, says",
     [

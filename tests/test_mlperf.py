@@ -127,6 +127,7 @@ def listing(root: Path) -> list[tuple[str, int]]:
     return sorted((str(p.relative_to(root)), p.stat().st_mtime_ns) for p in root.rglob("*"))
 
 
+@pytest.mark.slow
 def test_every_shared_result_scores_as_the_official_summarizer(tmp_path):
     """Each real folder: dawnpipe's score equals the summarizer's to the last bit; all clean (exit 0).
     Scoring writes nothing into the folders it scores, nor beside them (docs/mlperf.md)."""
@@ -172,6 +173,7 @@ def test_the_terminal_shows_every_run(tmp_path):
         assert rows[at + 1 + i].split() == [f"result_{i}.txt", f"{minutes:.3f}", "min", status, *verdict.split()], rows[at + 1 + i]
 
 
+@pytest.mark.slow
 def test_hand_computed_scores_and_the_summarizer_agree(tmp_path):
     """Generated results whose scores are worked out here, then also checked against the summarizer."""
     good = [{"minutes": m} for m in (30, 31, 32, 35)]
@@ -263,6 +265,7 @@ def test_too_few_runs_and_a_missing_system_description_are_errors(tmp_path):
     assert any("sys1.json: no system description" in e for e in errors)
 
 
+@pytest.mark.slow
 def test_a_failed_convergence_check_and_its_bypass(tmp_path):
     """Runs converging in fewer epochs than the reference allows fail the RCP
     check (an error); package_checker_params 'rcp-bypass' makes it a warning,

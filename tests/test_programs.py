@@ -464,6 +464,7 @@ def train_program(tmp_path: Path, prepared: Path, behaviour: str, *args: str, co
     return proc, json.loads((out / "run.json").read_text())
 
 
+@pytest.mark.slow
 def test_the_program_stays_frozen_until_its_model_is_scored(tmp_path, prepared_fashion_mnist):
     """The reader thread freezes the program on the epoch_stop line as it arrives; the
     lines before it, still queued, must not end that freeze, or the model is scored
@@ -477,6 +478,7 @@ def test_the_program_stays_frozen_until_its_model_is_scored(tmp_path, prepared_f
         assert off_clock[epoch] - off_clock[epoch - 1] >= log.loc[epoch - 1, "verify_seconds"] > 0, log
 
 
+@pytest.mark.slow
 def test_a_program_that_overwrites_the_model_dawnpipe_kept_is_not_ranked(tmp_path, prepared_fashion_mnist):
     """dawnpipe keeps the model it scored in the run's work directory, beside the
     program's {out}, and publishes it as model.pt when the run ends; a program
@@ -488,6 +490,7 @@ def test_a_program_that_overwrites_the_model_dawnpipe_kept_is_not_ranked(tmp_pat
     assert models.load_archive(tmp_path / "run" / "model.pt")[0].epoch == 2  # what was published is what dawnpipe scored
 
 
+@pytest.mark.slow
 def test_contract_1_training_after_eval_stop_is_on_the_epochs_clock(tmp_path, prepared_fashion_mnist):
     """Under contract 1 the model is handed over by the line that completes its evaluation: a program that
     logs eval_stop, trains on and writes its model again before its eval_accuracy has that training on the
@@ -502,6 +505,7 @@ def test_contract_1_training_after_eval_stop_is_on_the_epochs_clock(tmp_path, pr
     assert run["program"]["excluded"] is None, run["program"]["reasons"]
 
 
+@pytest.mark.slow
 def test_contract_1_a_model_rewritten_while_dawnpipe_reads_a_flood_is_a_violation(tmp_path, prepared_fashion_mnist):
     """A program that floods its output before the line that completes its evaluation, so that dawnpipe takes
     epoch 1's model late, and meanwhile trains; once dawnpipe has read the line (a write before its arrival falls
@@ -513,6 +517,7 @@ def test_contract_1_a_model_rewritten_while_dawnpipe_reads_a_flood_is_a_violatio
     assert run["program"]["excluded"] and "VIOLATION" in proc.stdout
 
 
+@pytest.mark.slow
 def test_the_docs_minimal_program_runs_as_an_entry_and_is_verified(tmp_path, prepared_fashion_mnist):
     """docs/programs.md's complete minimal program (its first python block, as it stands there) is a program entry
     of contract 2 as its comment describes: it reads {torchvision}, hands over its weights, and dawnpipe scores them."""
