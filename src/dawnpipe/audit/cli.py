@@ -28,27 +28,10 @@ def configure(p) -> None:
     p.add_argument("--verbose", "-v", action="store_true", help="also print notes (info) that do not change a status")
 
 
-def without_hypothesis_strategies() -> None:
-    """pandera imports hypothesis, when it is installed, to offer data
-    strategies the audit never uses; that costs 0.6 s, 40% of the audit's
-    time budget. In a process that has not imported hypothesis itself,
-    load pandera's check modules with hypothesis hidden, so they take their
-    no-hypothesis branch. (In-process callers such as pytest already have
-    hypothesis imported and are left alone.)"""
-    if "hypothesis" in sys.modules:
-        return
-    sys.modules["hypothesis"] = None  # type: ignore[assignment]  # makes `import hypothesis` raise ImportError
-    try:
-        import pandera.backends.pandas.builtin_checks  # noqa: F401
-    finally:
-        del sys.modules["hypothesis"]
-
-
 def run(args) -> int:
     rules = rules_from_args(args)
     if hasattr(sys.stdout, "reconfigure"):  # submissions may hold any text; printing must not fail
         sys.stdout.reconfigure(errors="backslashreplace")
-    without_hypothesis_strategies()
     from dawnpipe.audit.core import audit
     from dawnpipe.audit.output import as_json, message_table, terminal
     from dawnpipe.fileio import write_json, write_parquet

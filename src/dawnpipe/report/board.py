@@ -67,7 +67,6 @@ def configure(p) -> None:
 def run(args) -> int:
     """``dawnpipe leaderboard``: exit 0 when the board is written, whatever the
     audit found (excluded submissions are listed with the reason)."""
-    from dawnpipe.audit.cli import without_hypothesis_strategies
     from dawnpipe.audit.core import audit
     from dawnpipe.audit.rules import rules_from_args
     from dawnpipe.errors import UsageError
@@ -82,7 +81,6 @@ def run(args) -> int:
     for d in args.submissions:
         if not d.is_dir():
             raise UsageError(f"{d}: {'not a directory' if d.exists() else 'no such directory'}")
-    without_hypothesis_strategies()
     runs = [load_run(d) for d in run_dirs(args.runs)] if args.runs else []
     report = audit([str(d) for d in args.submissions], rules) if args.submissions else None
     mlperf = score_mlperf(args)

@@ -177,8 +177,6 @@ def _audit(dirs: list[Path], args):
     for d in dirs:
         if not d.is_dir():
             raise DawnpipeError(f"{d}: submission directory not found")
-    from dawnpipe.audit.cli import without_hypothesis_strategies
     from dawnpipe.audit.core import audit
 
-    without_hypothesis_strategies()
     return audit([str(d) for d in dirs], rules)
