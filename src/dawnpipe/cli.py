@@ -80,11 +80,12 @@ def take_task_dirs(argv: list[str]) -> list[str]:
 def hide_hypothesis() -> None:
     """pandera imports hypothesis where it is installed (it is a test
     dependency) to offer data strategies that no command uses: 0.2 to 0.6 s
-    of every command that reads a log or a table, and of every stage. A
-    command's process runs as where hypothesis is not installed: ``import
-    hypothesis`` raises ImportError, and pandera loads without its strategies.
-    A process that has imported hypothesis itself (pytest, running a command
-    in-process) keeps it."""
+    of every command that reads a log or a table (train, extract, infer and
+    the stages after them; not fetch, prepare or flops). A command's process
+    runs as where hypothesis is not installed: ``import hypothesis`` raises
+    ImportError, and pandera loads without its strategies. A process that
+    has imported hypothesis itself (pytest, running a command in-process)
+    keeps it."""
     sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]  # None: the import raises ImportError
 
 
