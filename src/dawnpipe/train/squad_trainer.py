@@ -286,7 +286,7 @@ class ReaderTrainer(TorchTrainer):
             with autocast(device, recipe.precision):
                 start_logits, end_logits = forward(self.model, t)
             loss = span_loss(start_logits, end_logits, t)
-            self.optimizer.zero_grad(set_to_none=True)
+            self.optimizer.zero_grad()
             self.scaler.scale(loss).backward()
             self.scaler.step(self.optimizer)
             self.scaler.update()

@@ -23,6 +23,7 @@ from dawnpipe.checkpoint import load_checkpoint, save_checkpoint
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.models.precision import use_ieee_fp32
 from dawnpipe.train import distributed as ddp
+from dawnpipe.train import optimizers
 from dawnpipe.train.distributed import SINGLE, Rank
 from dawnpipe.train.settings import Recipe
 
@@ -58,12 +59,14 @@ def autocast(device: torch.device, precision: str):
     return torch.autocast(device.type, dtype=dtype)
 
 
-def build_optimizer(model, recipe: Recipe):
+def build_optimizer(model, recipe: Recipe) -> optimizers.SGD | optimizers.Adam:
+    """The recipe's optimizer: torch.optim's SGD, Adam or AdamW update (dawnpipe.train.optimizers)."""
     params = model.parameters()
     if recipe.optimizer == "sgd":
-        return torch.optim.SGD(params, lr=recipe.lr, momentum=recipe.momentum, nesterov=recipe.nesterov, weight_decay=recipe.weight_decay)
-    cls = torch.optim.Adam if recipe.optimizer == "adam" else torch.optim.AdamW
-    return cls(params, lr=recipe.lr, betas=(recipe.momentum, 0.999), weight_decay=recipe.weight_decay)
+        return optimizers.SGD(params, lr=recipe.lr, momentum=recipe.momentum, nesterov=recipe.nesterov, weight_decay=recipe.weight_decay)
+    return optimizers.Adam(
+        params, lr=recipe.lr, betas=(recipe.momentum, 0.999), weight_decay=recipe.weight_decay, decoupled_weight_decay=recipe.optimizer == "adamw"
+    )
 
 
 def threshold_payload(meta: dict[str, Any], model, row: dict[str, Any], metric_column: str, reached: bool) -> dict[str, Any]:

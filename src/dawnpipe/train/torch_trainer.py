@@ -250,7 +250,7 @@ class ImageTrainer(TorchTrainer):
                 loss = F.cross_entropy(self.train_model(x), y, label_smoothing=recipe.label_smoothing)
             # weighted by this rank's share, so DDP's average over ranks is the global batch's mean
             objective = loss * (y.shape[0] * world / global_items) if rank.distributed else loss
-            self.optimizer.zero_grad(set_to_none=True)
+            self.optimizer.zero_grad()
             self.scaler.scale(objective).backward()
             self.scaler.step(self.optimizer)
             self.scaler.update()
