@@ -1,20 +1,23 @@
 """The trainers' optimizers (dawnpipe.train.optimizers) against torch.optim's
 classes: the same weights after every step, bit for bit, under a schedule
-that changes the learning rate each step; the same state_dict; a state_dict
-of either continued by the other; and a training process that never imports
-torch's compiler."""
+that changes the learning rate each step, and under GradScaler with a step it
+skips; the same state_dict; a state_dict of either continued by the other;
+each recipe's optimizer built as torch.optim's class would be; and no
+compiler imported by building and stepping them."""
 
 from __future__ import annotations
 
 import io
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 import torch
 from conftest import tool_env
 
 from dawnpipe.train import optimizers
+from dawnpipe.train.torch_base import build_optimizer
 
 RECIPES = {
     "sgd-nesterov-decay": (
@@ -113,11 +116,58 @@ def test_a_state_dict_of_either_is_continued_by_the_other(recipe):
     assert_same_weights(resumed_there, reference)
 
 
-def test_a_state_dict_of_another_shape_is_refused():
+@pytest.mark.parametrize("recipe", ["sgd-nesterov-decay", "adamw"])
+def test_a_step_with_an_infinite_gradient_is_skipped_as_under_torch_optim(recipe):
+    """GradScaler (enabled; fp16 on a GPU is where trainers use it) unscales
+    the gradients through param_groups and skips the step that has an inf."""
+    ours_of, theirs_of = RECIPES[recipe]
+    nets = model(), model()
+    opts = ours_of(nets[0].parameters()), theirs_of(nets[1].parameters())
+    scalers = torch.amp.GradScaler("cpu", init_scale=1024.0), torch.amp.GradScaler("cpu", init_scale=1024.0)
+    for step in range(4):
+        gen = torch.Generator().manual_seed(step)
+        x, y = torch.randn(5, 1, 8, 8, generator=gen), torch.randint(0, 3, (5,), generator=gen)
+        before = [{k: v.clone() for k, v in net.state_dict().items()} for net in nets]
+        for net, opt, scaler in zip(nets, opts, scalers):
+            opt.zero_grad()
+            scaler.scale(torch.nn.functional.cross_entropy(net(x), y)).backward()
+            if step == 2:
+                net[0].weight.grad.view(-1)[0] = float("inf")
+            scaler.step(opt)
+            scaler.update()
+        assert_same_weights(*nets)
+        weights_moved = not all(torch.equal(before[0][k], v) for k, v in nets[0].named_parameters())
+        assert weights_moved == (step != 2), step
+    assert scalers[0].get_scale() == scalers[1].get_scale() == 512.0  # halved once, for the skipped step
+
+
+@pytest.mark.parametrize(
+    "kind, theirs_of",
+    [
+        ("sgd", lambda ps: torch.optim.SGD(ps, lr=0.3, momentum=0.85, nesterov=True, weight_decay=1e-4)),
+        ("adam", lambda ps: torch.optim.Adam(ps, lr=0.3, betas=(0.85, 0.999), weight_decay=1e-4)),
+        ("adamw", lambda ps: torch.optim.AdamW(ps, lr=0.3, betas=(0.85, 0.999), weight_decay=1e-4)),
+    ],
+)
+def test_each_recipe_optimizer_is_built_as_its_torch_optim_class(kind, theirs_of):
+    recipe = SimpleNamespace(optimizer=kind, lr=0.3, momentum=0.85, nesterov=True, weight_decay=1e-4)
+    assert build_optimizer(model(), recipe).state_dict() == theirs_of(model().parameters()).state_dict()
+
+
+def test_a_state_dict_of_other_parameters_or_switches_is_refused_and_changes_nothing():
     opt = optimizers.SGD(model().parameters(), lr=0.1, momentum=0.9, nesterov=False, weight_decay=0.0)
     smaller = optimizers.SGD(torch.nn.Linear(2, 2).parameters(), lr=0.1, momentum=0.9, nesterov=False, weight_decay=0.0)
     with pytest.raises(ValueError, match=r"parameter groups of sizes \[2\], this optimizer has one group of 7"):
         opt.load_state_dict(smaller.state_dict())
+    net = model()
+    adam = optimizers.Adam(net.parameters(), lr=1e-3, betas=(0.9, 0.999), weight_decay=0.0, decoupled_weight_decay=False)
+    amsgrad = torch.optim.Adam(model().parameters(), lr=0.5, amsgrad=True).state_dict()
+    with pytest.raises(ValueError, match="optimizer state with amsgrad True; dawnpipe's optimizers implement False only"):
+        adam.load_state_dict(amsgrad)
+    stray = {**optimizers.SGD(model().parameters(), lr=0.5, momentum=0.9, nesterov=False, weight_decay=0.0).state_dict(), "state": {7: {}, -1: {}}}
+    with pytest.raises(ValueError, match=r"optimizer state for parameters \[7, -1\], this optimizer has parameters 0 to 6"):
+        opt.load_state_dict(stray)
+    assert opt.param_groups[0]["lr"] == 0.1 and adam.param_groups[0]["lr"] == 1e-3 and not opt.state and not adam.state
 
 
 def test_a_training_step_does_not_import_torchs_compiler():

@@ -38,6 +38,15 @@ def _train_args(entry, tmp_path):
         ),
         # what only the zoo knows: a CIFAR ResNet's depth is 6n + 2
         ({"model": "resnet7", "model_args": {}}, "model 'resnet7' with model_args {}: a basic CIFAR ResNet needs depth = 6n + 2, not 7"),
+        # what torch.optim refuses of the values the schema allows
+        (
+            {"hyperparameters": {**FASTNET["hyperparameters"], "momentum": 0, "nesterov": True}},
+            "hyperparameters.nesterov: true needs a momentum above 0",
+        ),
+        (
+            {"hyperparameters": {**FASTNET["hyperparameters"], "optimizer": "adamw", "momentum": 1}},
+            "hyperparameters.momentum 1 is adamw's beta1, which must be below 1",
+        ),
     ],
 )
 def test_a_bad_model_is_named_with_the_entry_file_before_any_data_is_read(tmp_path, change, message):

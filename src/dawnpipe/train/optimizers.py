@@ -10,8 +10,9 @@ and ``step`` so that its compiler leaves them alone). That import is 2 to 3 s
 of CPU in every training process on a small CPU machine, paid before the
 first step, for a compiler that dawnpipe's training never calls. The
 functional form is the arithmetic those classes run; tests/test_optimizers.py
-holds this module to them step for step, bit for bit, and state_dict for
-state_dict, and checks that a training process never imports the compiler.
+holds this module to them step for step, bit for bit (with GradScaler too),
+and state_dict for state_dict, and checks that building and stepping these
+optimizers imports no compiler.
 
 One parameter group, as the trainers build them; ``param_groups[0]["lr"]``
 is set by the schedule before each step, as with torch.optim.
@@ -26,6 +27,11 @@ import torch
 from torch.optim.adam import adam
 from torch.optim.sgd import sgd
 
+# torch.optim's switches that dawnpipe leaves at their defaults: kept in the
+# group only so that a state_dict has torch.optim's layout, and refused in a
+# state_dict that sets them otherwise (this module implements the defaults alone).
+FIXED = ("maximize", "foreach", "fused", "capturable", "differentiable", "amsgrad")
+
 
 class _Optimizer:
     """What the trainers and GradScaler use of a torch.optim optimizer:
@@ -33,7 +39,7 @@ class _Optimizer:
     ``load_state_dict``."""
 
     def __init__(self, params: Iterable[torch.Tensor], hyperparameters: dict[str, Any]):
-        self.params = list(params)
+        self.params = list(params)  # the one group's parameters, also param_groups[0]["params"]
         self.param_groups: list[dict[str, Any]] = [{"params": self.params, **hyperparameters}]
         self.state: dict[torch.Tensor, dict[str, Any]] = {}
 
@@ -43,9 +49,8 @@ class _Optimizer:
 
     @torch.no_grad()
     def step(self) -> None:
-        group = self.param_groups[0]
-        params = [p for p in group["params"] if p.grad is not None]
-        self._update(group, params, [p.grad for p in params])
+        params = [p for p in self.params if p.grad is not None]
+        self._update(self.param_groups[0], params, [p.grad for p in params])
 
     def _update(self, group: dict[str, Any], params: list[torch.Tensor], grads: list[torch.Tensor]) -> None:
         raise NotImplementedError
@@ -60,12 +65,20 @@ class _Optimizer:
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """As torch.optim loads one: the saved hyperparameters, and each
         state tensor on its parameter's device and, but for ``step``, in its
-        dtype."""
+        dtype. ValueError, and nothing changed, for a state_dict of other
+        parameters or of a switch this module does not implement."""
         groups = state_dict["param_groups"]
         if len(groups) != 1 or len(groups[0]["params"]) != len(self.params):
             sizes = [len(g["params"]) for g in groups]
             raise ValueError(f"optimizer state for parameter groups of sizes {sizes}, this optimizer has one group of {len(self.params)}")
-        self.param_groups[0].update({k: v for k, v in groups[0].items() if k != "params"})
+        group = self.param_groups[0]
+        for key in FIXED:
+            if key in groups[0] and key in group and groups[0][key] != group[key]:
+                raise ValueError(f"optimizer state with {key} {groups[0][key]!r}; dawnpipe's optimizers implement {group[key]!r} only")
+        strays = [position for position in state_dict["state"] if not (isinstance(position, int) and 0 <= position < len(self.params))]
+        if strays:
+            raise ValueError(f"optimizer state for parameters {strays}, this optimizer has parameters 0 to {len(self.params) - 1}")
+        group.update({k: v for k, v in groups[0].items() if k != "params"})
         self.state = {}
         for position, saved in state_dict["state"].items():
             p = self.params[position]
@@ -143,7 +156,7 @@ class Adam(_Optimizer):
         for p, state in zip(params, states):
             if not state:
                 # torch.optim keeps the step count on the CPU, in the default float dtype's width
-                state["step"] = torch.tensor(0.0, dtype=torch.float64 if torch.get_default_dtype() == torch.float64 else torch.float32)
+                state["step"] = torch.tensor(0.0, dtype=torch.float64 if torch.get_default_dtype() == torch.float64 else torch.float32, device="cpu")
                 state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
                 state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
         beta1, beta2 = group["betas"]

@@ -44,7 +44,7 @@ from dawnpipe.train.logbook import Logbook
 from dawnpipe.train.outputs import Outputs
 from dawnpipe.train.schedule import lr_at
 from dawnpipe.train.settings import Entry, Recipe, RunSettings
-from dawnpipe.train.torch_base import TorchTrainer, autocast, build_optimizer, pick_device, seed_everything
+from dawnpipe.train.torch_base import TorchTrainer, autocast, build_optimizer, check_optimizer, pick_device, seed_everything
 
 READER_ARGS = {
     "vocab_size": None,
@@ -70,6 +70,7 @@ def check_entry(entry: Entry) -> None:
     vocabulary sizes are placeholders until the data is read) and the
     pretrained embeddings file."""
     check_recipe(entry)
+    check_optimizer(entry.recipe)
     reader, net_args = reader_settings(entry)
     with torch.device("meta"):
         try:

@@ -22,8 +22,8 @@ import torch
 from dawnpipe.checkpoint import load_checkpoint, save_checkpoint
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.models.precision import use_ieee_fp32
+from dawnpipe.train import EntryError, optimizers
 from dawnpipe.train import distributed as ddp
-from dawnpipe.train import optimizers
 from dawnpipe.train.distributed import SINGLE, Rank
 from dawnpipe.train.settings import Recipe
 
@@ -59,14 +59,22 @@ def autocast(device: torch.device, precision: str):
     return torch.autocast(device.type, dtype=dtype)
 
 
+def check_optimizer(recipe: Recipe) -> None:
+    """What torch.optim's classes refuse of the values the entry schema
+    allows, said before any data is read (the trainers' check_entry)."""
+    if recipe.optimizer == "sgd" and recipe.nesterov and recipe.momentum <= 0:
+        raise EntryError("hyperparameters.nesterov: true needs a momentum above 0 (Nesterov momentum is a kind of momentum)")
+    if recipe.optimizer != "sgd" and recipe.momentum >= 1:
+        raise EntryError(f"hyperparameters.momentum {recipe.momentum} is {recipe.optimizer}'s beta1, which must be below 1")
+
+
 def build_optimizer(model, recipe: Recipe) -> optimizers.SGD | optimizers.Adam:
     """The recipe's optimizer: torch.optim's SGD, Adam or AdamW update (dawnpipe.train.optimizers)."""
     params = model.parameters()
     if recipe.optimizer == "sgd":
         return optimizers.SGD(params, lr=recipe.lr, momentum=recipe.momentum, nesterov=recipe.nesterov, weight_decay=recipe.weight_decay)
-    return optimizers.Adam(
-        params, lr=recipe.lr, betas=(recipe.momentum, 0.999), weight_decay=recipe.weight_decay, decoupled_weight_decay=recipe.optimizer == "adamw"
-    )
+    betas = (float(recipe.momentum), 0.999)
+    return optimizers.Adam(params, lr=recipe.lr, betas=betas, weight_decay=recipe.weight_decay, decoupled_weight_decay=recipe.optimizer == "adamw")
 
 
 def threshold_payload(meta: dict[str, Any], model, row: dict[str, Any], metric_column: str, reached: bool) -> dict[str, Any]:
@@ -131,7 +139,10 @@ class TorchTrainer:
 
         def apply() -> None:
             self.model.load_state_dict(state["model"])
-            self.optimizer.load_state_dict(state["optimizer"])
+            try:
+                self.optimizer.load_state_dict(state["optimizer"])
+            except ValueError as e:
+                raise DawnpipeError(f"{path}: cannot resume from it: {e}") from None
             self.scaler.load_state_dict(state["scaler"])
             # generator states must be CPU byte tensors, wherever map_location put them
             self.gen.set_state(state["generator"].cpu())

@@ -38,7 +38,7 @@ from dawnpipe.train.logbook import Logbook, extra_set_summary, extra_set_text, h
 from dawnpipe.train.outputs import Outputs
 from dawnpipe.train.schedule import lr_at, steps_per_epoch
 from dawnpipe.train.settings import Entry, RunSettings
-from dawnpipe.train.torch_base import TorchTrainer, autocast, build_optimizer, pick_device, seed_everything
+from dawnpipe.train.torch_base import TorchTrainer, autocast, build_optimizer, check_optimizer, pick_device, seed_everything
 
 
 def augment(x: torch.Tensor, pad: int, flip: bool, gen: torch.Generator) -> torch.Tensor:
@@ -125,6 +125,7 @@ def check_entry(entry: Entry) -> None:
     here; the real ones come with the data."""
     with torch.device("meta"):
         model_from_entry(entry, in_channels=3, num_classes=10)
+    check_optimizer(entry.recipe)
     world = entry.layout.world_size
     if entry.recipe.batch_size < world:
         raise EntryError(
