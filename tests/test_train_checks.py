@@ -1,6 +1,6 @@
 """What the trainers check and guarantee before and around the training loop,
-without training: an entry's model is validated before any data is read, an
-epoch without a step is refused by name, the threshold checkpoint is copied
+without training: an entry's model and optimizer are validated before any
+data is read, an epoch without a step is refused by name, the threshold checkpoint is copied
 (never moved) out of the work directory, the per-epoch state carries every
 random generator and the schedule's position, and a demo threshold is called
 one in every line that names it."""
@@ -49,7 +49,7 @@ def _train_args(entry, tmp_path):
         ),
     ],
 )
-def test_a_bad_model_is_named_with_the_entry_file_before_any_data_is_read(tmp_path, change, message):
+def test_a_bad_model_or_optimizer_is_named_with_the_entry_file_before_any_data_is_read(tmp_path, change, message):
     entry = tmp_path / "bad.yaml"
     entry.write_text(yaml.safe_dump({**FASTNET, **change}))
     proc = run_cli(*_train_args(entry, tmp_path))
