@@ -178,3 +178,18 @@ def test_random_arguments_and_files_never_crash(verb, tmp_path_factory):
     finally:
         os.chdir(cwd)
     assert set(crashes.glob(f"dawnpipe-{verb}-crash-*")) == crashes_before, "a crash report was written"
+
+
+def test_output_paths_with_escape_characters_are_printed_escaped(tmp_path):
+    """The one-line summary a verb prints after writing names its outputs;
+    a path holding an escape sequence reaches the terminal escaped (the fuzz
+    test above draws such names only by chance)."""
+    out = tmp_path / "board\x1b[2J.json"
+    (tmp_path / "submissions").mkdir()
+    code, stdout, stderr = run(
+        ["leaderboard", "--submissions", str(tmp_path / "submissions"), "--json", str(out), "--html", str(tmp_path / "page\x1b]0;x\x07.html")]
+    )
+    assert code == 0, stderr
+    assert out.exists()
+    assert "leaderboard: 0 ranked rows" in stdout
+    assert "\x1b" not in stdout + stderr and "\x07" not in stdout + stderr

@@ -28,6 +28,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from dawnpipe.display import terminal_safe
 from dawnpipe.errors import DawnpipeError, UsageError
 from dawnpipe.fileio import write_json, write_text
 from dawnpipe.runfiles import latency_files, read_run_file, read_run_info, run_dirs, run_source
@@ -216,5 +217,5 @@ def run(args) -> int:
     written = export(dirs, args.out, args.author.strip(), args.author_email.strip())
     trains = sum(1 for p in written if p.parent.name == "train" and p.suffix == ".json")
     inferences = sum(1 for p in written if p.parent.name == "inference")
-    print(f"export: {len(dirs)} runs -> {trains} training and {inferences} inference submissions in {args.out}")
+    print(terminal_safe(f"export: {len(dirs)} runs -> {trains} training and {inferences} inference submissions in {args.out}"))
     return 0

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from dawnpipe.data.download import download
+from dawnpipe.display import terminal_safe
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.progress import progress
 
@@ -146,7 +147,7 @@ def source_directory(source: str, spec_data: dict[str, Any]) -> str:
         return source
     path = Path(source)
     if path.is_file():
-        print(f"fetch: --source {source} is a file; taking the files from its directory {path.parent}")
+        print(terminal_safe(f"fetch: --source {source} is a file; taking the files from its directory {path.parent}"))
         return str(path.parent)
     return source
 

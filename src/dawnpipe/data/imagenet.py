@@ -44,6 +44,7 @@ from typing import Any
 from dawnpipe.data.download import download
 from dawnpipe.data.files import content_check, expected_text, fetch_files, got_text, has_checksum, is_url, no_checksum_note
 from dawnpipe.data.shards import ImageRef, write_image_shards
+from dawnpipe.display import terminal_safe
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import read_json
 from dawnpipe.tasks.kind import DataKind
@@ -192,7 +193,7 @@ def _copy_labels(root: Path, spec: dict, dest: Path) -> tuple[str, dict]:
             parse_val_labels(path)
             shutil.copyfile(path, dest / f".{name}.tmp")
             (dest / f".{name}.tmp").replace(dest / name)
-            print(f"fetch: {name}: copied from {path}")
+            print(terminal_safe(f"fetch: {name}: copied from {path}"))
             return name, {"split": "test", "form": "labels", "origin": str(path.resolve()), "sha256": check.sha256, "bytes": check.size}
     raise DawnpipeError(f"{root}: the validation images are not in class folders and there is no label file ({', '.join(spec['val_labels'])})")
 

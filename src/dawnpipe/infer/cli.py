@@ -171,8 +171,10 @@ def run(args) -> int:
             with atomic_path(args.telemetry) as tmp:
                 shutil.copyfile(telemetry_path(Path(summary["headline_of"])), tmp)
         print(
-            f"infer: headline {summary['backend']} of {', '.join(n for n in chosen if n not in {f['backend'] for f in failed})}"
-            f"{threshold_label(run_info)} -> {args.out}" + (f"; failed: {', '.join(f['backend'] for f in failed)}" if failed else ""),
+            terminal_safe(
+                f"infer: headline {summary['backend']} of {', '.join(n for n in chosen if n not in {f['backend'] for f in failed})}"
+                f"{threshold_label(run_info)} -> {args.out}" + (f"; failed: {', '.join(f['backend'] for f in failed)}" if failed else "")
+            ),
             flush=True,
         )
     return 0

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dawnpipe.display import terminal_safe
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import read_json, write_json
 from dawnpipe.olympic import MIN_RUNS, olympic_mean
@@ -71,5 +72,5 @@ def run(args) -> int:
     validate(StabilityResult, pd.DataFrame([summary]).drop(columns=["seeds"]), f"stability of {args.entry}")
     write_json(args.out, summary)
     cov = "n/a" if summary["tta_cov"] is None else f"{summary['tta_cov']:.3f}"
-    print(f"stability: {args.entry}: {summary['reached_runs']}/{summary['runs']} runs reached the threshold; CoV of time-to-accuracy {cov}")
+    print(terminal_safe(f"stability: {args.entry}: {summary['reached_runs']}/{summary['runs']} runs reached the threshold; CoV of time-to-accuracy {cov}"))
     return 0

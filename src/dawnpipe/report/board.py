@@ -15,6 +15,7 @@ from typing import Any
 
 from dawnpipe import leaderboard
 from dawnpipe.audit.rows import shown_as_runs, submission_rows
+from dawnpipe.display import terminal_safe
 from dawnpipe.report.rows import objective_rows
 
 
@@ -96,8 +97,10 @@ def run(args) -> int:
     ranked = sum(len(t["rows"]) for t in board["objectives"])
     c = report.counts() if report else {"error": 0}
     print(
-        f"leaderboard: {ranked} ranked rows from {len(runs)} runs, {len(report.submissions) if report else 0} submissions "
-        f"({c['error']} files with audit errors) and {len(mlperf)} MLPerf results, {len(board['excluded'])} excluded -> {args.json}"
-        + (f", {args.html}" if args.html else "")
+        terminal_safe(
+            f"leaderboard: {ranked} ranked rows from {len(runs)} runs, {len(report.submissions) if report else 0} submissions "
+            f"({c['error']} files with audit errors) and {len(mlperf)} MLPerf results, {len(board['excluded'])} excluded -> {args.json}"
+            + (f", {args.html}" if args.html else "")
+        )
     )
     return 0

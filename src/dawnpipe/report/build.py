@@ -19,6 +19,7 @@ from typing import Any
 
 import pandas as pd
 
+from dawnpipe.display import terminal_safe
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import write_csv, write_json, write_parquet, write_text
 from dawnpipe.report.board import add_mlperf_arguments, merge, score_mlperf
@@ -159,8 +160,10 @@ def run(args) -> int:
     write_text(args.html, html)
     filled = sum(1 for t in board["objectives"] if t["rows"])
     print(
-        f"report: {len(runs)} runs, {len(report.submissions) if report else 0} submissions, {filled} non-empty objective tables, "
-        f"{len(board['excluded'])} exclusions -> {args.html}"
+        terminal_safe(
+            f"report: {len(runs)} runs, {len(report.submissions) if report else 0} submissions, {filled} non-empty objective tables, "
+            f"{len(board['excluded'])} exclusions -> {args.html}"
+        )
     )
     return 0
 

@@ -137,7 +137,7 @@ def run(trainer: Trainer, settings: RunSettings, out: Outputs, logbook: Logbook,
             logbook.rows, clock.elapsed, wall_offset, start_epoch = restore_common(common)
             resumed_from = start_epoch
             if main:
-                print(f"train: resuming after epoch {start_epoch} from {last_path} (training clock {clock.elapsed:.1f}s so far)")
+                print(terminal_safe(f"train: resuming after epoch {start_epoch} from {last_path} (training clock {clock.elapsed:.1f}s so far)"))
     # spent, and paid for: counted in the training clock (and the wall clock, which never runs behind it)
     pending = guard.lost_before(start_epoch + 1)
     clock.elapsed += pending
