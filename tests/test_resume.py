@@ -15,6 +15,7 @@ import signal
 
 import numpy as np
 import pytest
+import torch
 from conftest import run_cli
 from tiny_training import (
     TINY_ENTRY,
@@ -170,7 +171,9 @@ def test_evaluation_stays_off_the_training_clock(tiny, tmp_path):
 def test_a_run_that_dies_before_run_json_completes_when_retried(tiny, tmp_path):
     """The threshold checkpoint is copied out of the work directory, not moved:
     a job that fails after publishing it but before run.json (here: run.json's
-    path is a directory) completes when retried instead of failing for ever."""
+    path is a directory) completes when retried instead of failing for ever.
+    A retry that finds the resume state damaged (its optimizer part lacks a
+    key) stops with one line naming the file, and leaves it as it was."""
     entry = write_entry(tiny["root"] / "entries" / "one.yaml", hyperparameters={**TINY_ENTRY["hyperparameters"], "epochs": 1})
     out = tmp_path / "run"
     (out / "run.json").mkdir(parents=True)
@@ -181,6 +184,18 @@ def test_a_run_that_dies_before_run_json_completes_when_retried(tiny, tmp_path):
     assert line.startswith("dawnpipe train: error: ") and f"{out / 'run.json'}" in line
     assert (out / "model.pt").is_file() and (out / "work" / "threshold.pt").is_file()
     (out / "run.json").rmdir()
+    last = out / "work" / "last.pt"
+    intact = last.read_bytes()
+    state = torch.load(last, weights_only=True)
+    del state["optimizer"]["param_groups"]
+    torch.save(state, last)
+    damaged = run_cli(*args)
+    assert damaged.returncode == 1 and "Traceback" not in damaged.stderr, damaged.stderr
+    assert (
+        damaged.stderr.splitlines()[-1] == f"dawnpipe train: error: {last}: cannot resume from it (it lacks 'param_groups'); remove it to train from the start"
+    )
+    assert not (out / "run.json").exists()
+    last.write_bytes(intact)
     done = run_cli(*args, check=True)
     assert "resuming after epoch 1" in done.stdout
     assert json.loads((out / "run.json").read_text())["result"]["threshold_epoch"] == 1

@@ -133,8 +133,12 @@ def run(trainer: Trainer, settings: RunSettings, out: Outputs, logbook: Logbook,
             if main:
                 print(f"train: ignoring {last_path}: {terminal_safe(reason)}")  # the reason quotes values of the state file
         else:
-            apply()
-            logbook.rows, clock.elapsed, wall_offset, start_epoch = restore_common(common)
+            try:
+                apply()
+                logbook.rows, clock.elapsed, wall_offset, start_epoch = restore_common(common)
+            except (KeyError, TypeError, IndexError, AttributeError, RuntimeError) as e:  # what the file holds, not a bug
+                what = f"it lacks {e.args[0]!r}" if isinstance(e, KeyError) and e.args else f"{type(e).__name__}: {str(e).strip()[:200]}"
+                raise DawnpipeError(f"{last_path}: cannot resume from it ({what}); remove it to train from the start") from None
             resumed_from = start_epoch
             if main:
                 print(terminal_safe(f"train: resuming after epoch {start_epoch} from {last_path} (training clock {clock.elapsed:.1f}s so far)"))
