@@ -12,6 +12,16 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/stages.smk"
 
 
+# Snakemake's periodic re-checks of its queue (max-jobs-per-timespan in
+# profiles/) are timers that would hold the finished run until they fire.
+onsuccess:
+    cancel_queue_rechecks()
+
+
+onerror:
+    cancel_queue_rechecks()
+
+
 rule all:
     input:
         "results/leaderboard.html",

@@ -8,10 +8,11 @@ from __future__ import annotations
 import json
 import re
 import statistics
+import time
 
 import pandas as pd
 import pytest
-from conftest import resolved_config, run_snakemake
+from conftest import copy_project, resolved_config, run_snakemake
 
 from dawnpipe import verdict
 from dawnpipe.display import format_hours
@@ -167,3 +168,16 @@ def test_changed_value_retrains_a_run_whose_files_a_failed_retraining_removed(te
 def test_lint_is_clean(test_workflow):
     proc = run_snakemake(test_workflow, "--lint")
     assert "Congratulations" in proc.stdout + proc.stderr
+
+
+def test_a_run_ends_when_its_last_job_does(tmp_path):
+    """profiles/default counts job starts over a minute (max-jobs-per-timespan),
+    so Snakemake re-checks its queue once a minute, not every second; the
+    re-check still pending when the run ends would hold the process for up to
+    that minute, and the Snakefile cancels it. A one-job run is over in seconds."""
+    work = copy_project(tmp_path / "wf")
+    start = time.monotonic()
+    proc = run_snakemake(work, "data/raw/fashion-mnist", "--configfile", "config/test.yaml")
+    seconds = time.monotonic() - start
+    assert "1 of 1 steps (100%) done" in proc.stderr + proc.stdout
+    assert seconds < 40, f"snakemake took {seconds:.0f} s for one job of a second or two"

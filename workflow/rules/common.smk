@@ -182,3 +182,14 @@ def get_shell(stage):
 
 def get_run_files(name):
     return PLAN.run_files(name)
+
+
+def cancel_queue_rechecks():
+    """Cancel the timers Snakemake's scheduler leaves pending when a run ends:
+    one re-check of the job queue per max-jobs-per-timespan (profiles/), which
+    the interpreter would otherwise wait for before exiting."""
+    import threading
+
+    for thread in threading.enumerate():
+        if isinstance(thread, threading.Timer):
+            thread.cancel()
