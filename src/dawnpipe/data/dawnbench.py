@@ -25,6 +25,7 @@ from pathlib import Path
 from dawnpipe.data.archive import unpack
 from dawnpipe.data.download import download
 from dawnpipe.data.files import content_check, is_url
+from dawnpipe.display import terminal_safe
 from dawnpipe.errors import DawnpipeError, UsageError
 from dawnpipe.fileio import write_json
 
@@ -70,7 +71,7 @@ def fetch_entries(source: str, dest: Path, record: Path, *, sha256: str | None =
     doc = {"source": source, "sha256": digest, "verified": sha256 is not None, "files": len(files), "files_per_task": per_task}
     write_json(record, doc)
     counts = ", ".join(f"{t} {n}" for t, n in per_task.items())
-    print(f"dawnbench: {source}: sha256 {digest} ({note}); {len(files)} files unpacked into {dest} ({counts})")
+    print(terminal_safe(f"dawnbench: {source}: sha256 {digest} ({note}); {len(files)} files unpacked into {dest} ({counts})"))
     return doc
 
 

@@ -136,7 +136,7 @@ def source_directory(source: str, spec_data: dict[str, Any]) -> str:
         names = _task_file_names(spec_data)
         parent = urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path[: -len(last)], "", ""))
         if last in names:
-            print(f"fetch: --source {source} names the file {last}; taking the files from its directory {parent}")
+            print(terminal_safe(f"fetch: --source {source} names the file {last}; taking the files from its directory {parent}"))
             return parent
         if last.lower().endswith(FILE_SUFFIXES):
             listed = ", ".join(sorted(names)) or "none listed"
@@ -195,10 +195,10 @@ def _fetch_one(name, spec, final: Path, cache: Path, local_dirs: list[Path], bas
         if check.ok:
             shutil.copyfile(local, part)
             part.replace(final)
-            print(f"fetch: {name}: copied from {local} ({'verified' if has_checksum(spec) else 'not verified: ' + no_checksum_note(name)})")
+            print(terminal_safe(f"fetch: {name}: copied from {local} ({'verified' if has_checksum(spec) else 'not verified: ' + no_checksum_note(name)})"))
             return {"origin": str(local), "sha256": check.sha256, "bytes": check.size}
         problems.append(f"{local}: {check.reason}")
-        print(f"fetch: {name}: local copy {local} rejected ({check.reason})")
+        print(terminal_safe(f"fetch: {name}: local copy {local} rejected ({check.reason})"))
     if base_url is None:
         where = ", ".join(str(d) for d in local_dirs) or "no local directory"
         detail = "; ".join(problems) or f"not found in {where}"
@@ -209,7 +209,7 @@ def _fetch_one(name, spec, final: Path, cache: Path, local_dirs: list[Path], bas
         check = content_check(part, spec, name)
         if check.ok:
             part.replace(final)
-            print(f"fetch: {name}: downloaded from {url} ({'verified' if has_checksum(spec) else 'not verified: ' + no_checksum_note(name)})")
+            print(terminal_safe(f"fetch: {name}: downloaded from {url} ({'verified' if has_checksum(spec) else 'not verified: ' + no_checksum_note(name)})"))
             return {"origin": url, "sha256": check.sha256, "bytes": check.size}
         part.unlink()
         if attempt == 1:

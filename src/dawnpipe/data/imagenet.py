@@ -130,7 +130,7 @@ def _link_verified_archive(archive: Path, file_spec: dict, dest: Path) -> dict:
             f"{archive}: checksum mismatch: {check.reason} ({got_text(check)}; {expected_text(file_spec, archive.name)}); nothing was linked into {dest}"
         )
     how = _link(archive, dest / archive.name)
-    print(f"fetch: {archive.name}: verified ({check.md5 or check.sha256}) and {how} from {archive}")
+    print(terminal_safe(f"fetch: {archive.name}: verified ({check.md5 or check.sha256}) and {how} from {archive}"))
     st = archive.stat()
     return {"origin": str(archive.resolve()), "md5": check.md5, "sha256": check.sha256, "bytes": st.st_size, "mtime_ns": st.st_mtime_ns}
 
@@ -153,7 +153,7 @@ def _link_folder(folder: Path, dest: Path) -> dict:
     if not listing["images"]:
         raise DawnpipeError(f"{folder}: no images ({', '.join(IMAGE_SUFFIXES)}) in it")
     how = _link(folder, dest / folder.name)
-    print(f"fetch: {folder.name}/: {listing['images']} images, {listing['tars']} class tars; {how} from {folder}")
+    print(terminal_safe(f"fetch: {folder.name}/: {listing['images']} images, {listing['tars']} class tars; {how} from {folder}"))
     return {"origin": str(folder.resolve()), **listing}
 
 

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from dawnpipe.display import terminal_safe
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import write_json
 
@@ -172,5 +173,5 @@ def run(args) -> int:
             f"at batch {record['batch_size']} ({record['precision']})"
         )
     else:
-        print(f"flops: {entry['id']}: not counted: {record['reason']}")
+        print(terminal_safe(f"flops: {entry['id']}: not counted: {record['reason']}"))
     return 0

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import yaml
 
+from dawnpipe.display import terminal_safe
 from dawnpipe.errors import DawnpipeError, UsageError
 from dawnpipe.fileio import load_yaml_text, read_yaml, write_text
 
@@ -64,14 +65,14 @@ def run(args) -> int:
                 f"{named} out of date with {' + '.join(config.files)} ({why}): "
                 f"write them again with `dawnpipe pipeline dvc{''.join(f' --config {f}' for f in config.files[1:])}` (or `make dvc.yaml`), then `dvc repro`"
             )
-        print(f"pipeline: {DVC_YAML} and {PARAMS_YAML}{variants} are up to date with {' + '.join(config.files)}")
+        print(terminal_safe(f"pipeline: {DVC_YAML} and {PARAMS_YAML}{variants} are up to date with {' + '.join(config.files)}"))
         return 0
     for path in stale_variant_files(wanted):
         path.unlink()
     for path, text in wanted.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         write_text(path, text)
-    print(f"pipeline: wrote {DVC_YAML} and {PARAMS_YAML}{variants} for {' + '.join(config.files)}")
+    print(terminal_safe(f"pipeline: wrote {DVC_YAML} and {PARAMS_YAML}{variants} for {' + '.join(config.files)}"))
     return 0
 
 

@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from dawnpipe.display import terminal_safe
 from dawnpipe.errors import DawnpipeError
 from dawnpipe.fileio import read_json, write_json
 from dawnpipe.runinfo import now_iso
@@ -229,7 +230,7 @@ class EpochGuard:
         if self.journal is None:
             return 0.0
         if (found := self.journal.recover(next_epoch)) is not None:
-            print(f"train: an earlier attempt died in epoch {found['epoch']} ({found['how']}): {found['lost_seconds']:.1f}s of training lost")
+            print(terminal_safe(f"train: an earlier attempt died in epoch {found['epoch']} ({found['how']}): {found['lost_seconds']:.1f}s of training lost"))
         pending = self.journal.lost_in(next_epoch)
         if pending:
             print(f"train: counting {pending:.1f}s of training lost to interruptions of epoch {next_epoch} in the training time")
