@@ -173,7 +173,8 @@ def test_a_run_that_dies_before_run_json_completes_when_retried(tiny, tmp_path):
     a job that fails after publishing it but before run.json (here: run.json's
     path is a directory) completes when retried instead of failing for ever.
     A retry that finds the resume state damaged (its optimizer part lacks a
-    key) stops with one line naming the file, and leaves it as it was."""
+    key; its training clock is not a number) stops with one line naming the
+    file and what is wrong, and leaves the file as it was."""
     entry = write_entry(tiny["root"] / "entries" / "one.yaml", hyperparameters={**TINY_ENTRY["hyperparameters"], "epochs": 1})
     out = tmp_path / "run"
     (out / "run.json").mkdir(parents=True)
@@ -186,16 +187,19 @@ def test_a_run_that_dies_before_run_json_completes_when_retried(tiny, tmp_path):
     (out / "run.json").rmdir()
     last = out / "work" / "last.pt"
     intact = last.read_bytes()
-    state = torch.load(last, weights_only=True)
-    del state["optimizer"]["param_groups"]
-    torch.save(state, last)
-    damaged = run_cli(*args)
-    assert damaged.returncode == 1 and "Traceback" not in damaged.stderr, damaged.stderr
-    assert (
-        damaged.stderr.splitlines()[-1] == f"dawnpipe train: error: {last}: cannot resume from it (it lacks 'param_groups'); remove it to train from the start"
-    )
-    assert not (out / "run.json").exists()
-    last.write_bytes(intact)
+    for damage, what in [
+        (lambda state: state["optimizer"].pop("param_groups"), "it lacks 'param_groups'"),
+        (lambda state: state.update(clock_seconds="soon"), "its clock_seconds is 'soon', not a number of seconds"),
+    ]:
+        state = torch.load(last, weights_only=True)
+        damage(state)
+        torch.save(state, last)
+        damaged_bytes = last.read_bytes()
+        damaged = run_cli(*args)
+        assert damaged.returncode == 1 and "Traceback" not in damaged.stderr, damaged.stderr
+        assert damaged.stderr.splitlines()[-1] == f"dawnpipe train: error: {last}: cannot resume from it ({what}); remove it to train from the start"
+        assert last.read_bytes() == damaged_bytes and not (out / "run.json").exists()
+        last.write_bytes(intact)
     done = run_cli(*args, check=True)
     assert "resuming after epoch 1" in done.stdout
     assert json.loads((out / "run.json").read_text())["result"]["threshold_epoch"] == 1

@@ -117,6 +117,14 @@ class Trainer(Protocol):
     def summary(self, rows: list[dict[str, Any]]) -> dict[str, Any]: ...  # its part of run.json's result, given the log's rows, and its "environment"
 
 
+def damage(e: Exception) -> str:
+    """What is wrong with a resume state, from the error reading it raised."""
+    if isinstance(e, KeyError) and e.args:
+        return f"it lacks {e.args[0]!r}"
+    text = str(e).strip()[:200]
+    return text if isinstance(e, ValueError) else f"{type(e).__name__}: {text}"
+
+
 def run(trainer: Trainer, settings: RunSettings, out: Outputs, logbook: Logbook, *, resume: bool, stop: StopRequest) -> FinishedRun | None:
     """Train ``trainer`` to its epoch budget (or the threshold, when
     settings say stop_at_threshold); what it did, or None on ranks other
@@ -131,14 +139,15 @@ def run(trainer: Trainer, settings: RunSettings, out: Outputs, logbook: Logbook,
         common, apply = trainer.read_state(last_path)
         if (reason := why_not_resumable(common, settings_hash)) is not None:
             if main:
-                print(f"train: ignoring {last_path}: {terminal_safe(reason)}")  # the reason quotes values of the state file
+                print(terminal_safe(f"train: ignoring {last_path}: {reason}"))  # the reason quotes values of the state file
         else:
             try:
-                apply()
                 logbook.rows, clock.elapsed, wall_offset, start_epoch = restore_common(common)
-            except (KeyError, TypeError, IndexError, AttributeError, RuntimeError) as e:  # what the file holds, not a bug
-                what = f"it lacks {e.args[0]!r}" if isinstance(e, KeyError) and e.args else f"{type(e).__name__}: {str(e).strip()[:200]}"
-                raise DawnpipeError(f"{last_path}: cannot resume from it ({what}); remove it to train from the start") from None
+                apply()
+            except (KeyError, ValueError, TypeError, IndexError, AttributeError, RuntimeError) as e:
+                if isinstance(e, RuntimeError) and not str(e).startswith("Error(s) in loading state_dict"):
+                    raise  # out of memory, a device error: not the file's fault
+                raise DawnpipeError(f"{last_path}: cannot resume from it ({damage(e)}); remove it to train from the start") from None
             resumed_from = start_epoch
             if main:
                 print(terminal_safe(f"train: resuming after epoch {start_epoch} from {last_path} (training clock {clock.elapsed:.1f}s so far)"))

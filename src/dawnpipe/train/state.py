@@ -11,6 +11,7 @@ and the TensorFlow trainer in its ``.npz`` archive's JSON meta record.
 
 from __future__ import annotations
 
+import math
 import random
 from typing import Any
 
@@ -86,6 +87,16 @@ def why_not_resumable(state: dict[str, Any], settings_hash: str) -> str | None:
 
 
 def restore_common(state: dict[str, Any]) -> tuple[list[dict[str, Any]], float, float, int]:
-    """Set the host generators from a ``common_state``; (rows, clock seconds, wall seconds, epochs done)."""
+    """Set the host generators from a ``common_state``; (rows, clock seconds,
+    wall seconds, epochs done). KeyError for a part it lacks, ValueError naming
+    the part that holds something else, before anything is set."""
+    rows, clock, wall, epoch = state["rows"], state["clock_seconds"], state["wall_seconds"], state["epoch"]
+    if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
+        raise ValueError("its rows are not a list of log rows")
+    for name, value in (("clock_seconds", clock), ("wall_seconds", wall)):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+            raise ValueError(f"its {name} is {value!r:.60}, not a number of seconds")
+    if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+        raise ValueError(f"its epoch is {epoch!r:.60}, not a count of epochs")
     set_host_rng_state(state["host_rng"])
-    return state["rows"], state["clock_seconds"], state["wall_seconds"], state["epoch"]
+    return rows, float(clock), float(wall), epoch

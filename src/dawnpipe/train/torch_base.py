@@ -139,10 +139,7 @@ class TorchTrainer:
 
         def apply() -> None:
             self.model.load_state_dict(state["model"])
-            try:
-                self.optimizer.load_state_dict(state["optimizer"])
-            except ValueError as e:
-                raise DawnpipeError(f"{path}: cannot resume from it: {e}") from None
+            self.optimizer.load_state_dict(state["optimizer"])  # a ValueError: the train loop names the file
             self.scaler.load_state_dict(state["scaler"])
             # generator states must be CPU byte tensors, wherever map_location put them
             self.gen.set_state(state["generator"].cpu())
