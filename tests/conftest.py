@@ -154,6 +154,12 @@ def run_snakemake(workdir: Path, *args: str, timeout: float = 1200, check: bool 
     return proc
 
 
+def job_resources(output: str, rule: str) -> list[str]:
+    """The `resources:` line Snakemake printed for each job of ``rule`` in ``output``."""
+    blocks = re.findall(rf"^(?:local)?rule {rule}:\n((?:[ \t]+\S.*\n)+)", output, re.M)
+    return [m.group(1) for block in blocks if (m := re.search(r"^\s+resources: (.*)$", block, re.M))]
+
+
 def resolved_config(project: Path, name: str) -> dict:
     """A config of ``project`` as the pipeline reads it: laid over its
     config/config.yaml (configs state only what they change). Writing the

@@ -12,7 +12,7 @@ import time
 
 import pandas as pd
 import pytest
-from conftest import copy_project, resolved_config, run_snakemake
+from conftest import copy_project, job_resources, resolved_config, run_snakemake
 
 from dawnpipe import verdict
 from dawnpipe.display import format_hours
@@ -89,6 +89,13 @@ def test_every_run_has_its_files_and_logs(test_workflow):
     assert (test_workflow / "results/runs.parquet").is_file() and (test_workflow / "results/runs.csv").is_file()
     stability = json.loads((test_workflow / "results/stability/fastnet.json").read_text())
     assert stability["runs"] == 2 and 0 <= stability["reached_fraction"] <= 1
+
+
+def test_timed_jobs_take_the_one_timing_slot_of_the_local_profile(test_workflow):
+    """profiles/default's `timing=1` keeps two measurements off the CPU at once (tests/test_slurm.py: not on a cluster)."""
+    (log,) = [t for f in (test_workflow / ".snakemake/log").glob("*.snakemake.log") if "localrule train:" in (t := f.read_text())]
+    timed = job_resources(log, "train") + job_resources(log, "infer")
+    assert "Provided resources: timing=" in log and len(timed) == 8 and all(", timing=1," in r for r in timed), timed
 
 
 def test_html_is_self_contained_and_labelled(test_workflow):
@@ -170,14 +177,16 @@ def test_lint_is_clean(test_workflow):
     assert "Congratulations" in proc.stdout + proc.stderr
 
 
-def test_a_run_ends_when_its_last_job_does(tmp_path):
+def test_a_run_ends_when_its_last_job_does(tmp_path, fashion_mnist_source):
     """profiles/default counts job starts over a minute (max-jobs-per-timespan),
     so Snakemake re-checks its queue once a minute, not every second; the
     re-check still pending when the run ends would hold the process for up to
     that minute, and the Snakefile cancels it. A one-job run is over in seconds."""
     work = copy_project(tmp_path / "wf")
     start = time.monotonic()
-    proc = run_snakemake(work, "data/raw/fashion-mnist", "--configfile", "config/test.yaml")
+    proc = run_snakemake(
+        work, "data/raw/fashion-mnist", "--configfile", "config/test.yaml", "--config", f"data_sources={{fashion-mnist: {fashion_mnist_source}}}"
+    )
     seconds = time.monotonic() - start
     assert "1 of 1 steps (100%) done" in proc.stderr + proc.stdout
     assert seconds < 40, f"snakemake took {seconds:.0f} s for one job of a second or two"

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from conftest import ROOT
+from conftest import ROOT, job_resources
 from slurm_runs import CANCELLED_RUN, SCRIPT, SUBMITTED, job_records
 
 from dawnpipe.schemas.results import RunLog, validate
@@ -87,6 +87,10 @@ def test_every_job_ran_under_slurm(slurm_workflow):
     defaults = [re.search(r"PartitionName=(\S+)", line).group(1) for line in default.splitlines() if "Default=YES" in line]
     assert defaults and PROFILE_PARTITION not in defaults, default
     assert {jobs[sid]["Partition"] for sid in slurm_ids} == {PROFILE_PARTITION}
+    # profiles/default, read beside profiles/slurm, allows one timed job at a time on one machine:
+    # jobs sent to the cluster take none of it, so they are not queued behind each other
+    timed = job_resources(out, "train") + job_resources(out, "infer")
+    assert len(timed) == 8 + 1 and all(", timing=0," in r for r in timed), timed  # + the retried training
 
 
 def _without_timing(board: dict) -> list:

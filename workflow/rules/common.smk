@@ -152,9 +152,10 @@ def get_runtime(minutes):
 def get_resources(stage):
     resources = {"mem_mb": stage.needs.mem_mb, "runtime": get_runtime(stage.needs.runtime_min)}
     if stage.needs.timed:
-        # profiles/default allows one `timing` at a time, so two measurements never share the CPU;
-        # profiles/slurm sets no limit (it would serialise the cluster): there CR_Core keeps jobs apart
-        resources["timing"] = 1
+        # profiles/default allows one `timing` at a time, so two measurements never share the CPU.
+        # Snakemake reads profiles/default beside --profile profiles/slurm too, so jobs sent to a
+        # cluster take none (one at a time would serialise the cluster): there CR_Core keeps jobs apart.
+        resources["timing"] = lambda wildcards: 1 if workflow.local_exec else 0
     if stage.name == "train":
         # Memory per node (the data set lives in every process); GPUs of the whole job (one per process);
         # sbatch --cpus-per-gpu for GPU jobs (each process's threads). Multi-process training: `srun`
