@@ -281,3 +281,13 @@ def test_every_key_of_the_slurm_profile_is_explained():
         above = lines[i - 1].strip() if i else ""
         assert "#" in line or above.startswith("#"), f"profiles/slurm/config.yaml:{i + 1}: {line.strip()} has no comment"
     assert keys == len(PROFILE) + len(PROFILE["default-resources"])
+
+
+def test_the_default_profile_read_beside_it_keeps_the_slurm_profiles_latency_wait():
+    """Snakemake reads profiles/default beside --profile profiles/slurm, key by
+    key over it (as its command line does: the workflow's profile last); the
+    shared file system's wait must stay the Slurm profile's."""
+    from snakemake.cli import get_argument_parser
+
+    args = get_argument_parser(profiles=[ROOT / "profiles/slurm", ROOT / "profiles/default"]).parse_args([])
+    assert args.latency_wait == PROFILE["latency-wait"] == 30
