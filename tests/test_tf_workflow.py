@@ -1,7 +1,10 @@
 """A TensorFlow entry end to end through Snakemake, beside its PyTorch twin,
 on config/test.yaml's data (one seed and a lower demo threshold, set in a
-config written into the temporary project copy, so that two ResNet-20s stay
-cheap): both reach the same leaderboard and its framework comparison."""
+config written into the temporary project copy) and half the ResNet-20's width
+in both entries (model_args width 8, written into the copy's entries: the two
+trainings took 76 CPU seconds instead of 135 on a 2-core test machine, and
+each still reached the threshold in its third epoch, as at full width): both
+reach the same leaderboard and its framework comparison."""
 
 from __future__ import annotations
 
@@ -20,11 +23,16 @@ from dawnpipe.tasks import get_task
 pytestmark = pytest.mark.slow
 
 ENTRIES = ["resnet20-dawn", "resnet20-dawn-tf"]
+NARROW_WIDTH = 8  # the zoo's ResNet-20 is 16 channels wide at its first stage
 
 
 @pytest.fixture(scope="module")
 def tf_workflow(tmp_path_factory, fashion_mnist_source):
     work = copy_project(tmp_path_factory.mktemp("tfwf"))
+    for entry_id in ENTRIES:  # the same narrower network in both frameworks
+        path = work / "config/entries" / f"{entry_id}.yaml"
+        entry = yaml.safe_load(path.read_text(encoding="utf-8"))
+        path.write_text(yaml.safe_dump({**entry, "model_args": {"width": NARROW_WIDTH}}, sort_keys=False), encoding="utf-8")
     config = resolved_config(work, "config/test.yaml")
     config.update(name="tf-test", entries=ENTRIES, seeds=[0], thresholds={"fashion-mnist": 50.0})
     (work / "config/tf-test.yaml").write_text(yaml.safe_dump(config))
