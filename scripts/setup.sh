@@ -53,25 +53,27 @@ echo "setup: installing requirements.txt (pinned by constraints.txt)"
 # package at a time: first the pins in three parts side by side, each package as
 # pinned, without resolving. The parts take every third pin, which spreads the
 # large wheels that sort next to each other (torch's NVIDIA libraries) over all
-# three; on a 2-core machine three parts filled the venv in 92 to 108 s where
-# two took 127 to 130 s.
+# three; where torch, TensorFlow and triton land depends on their lines in
+# constraints.txt. On a 2-core machine three parts filled a fresh venv in 92 and
+# 108 s where two took 127 and 130 s (the whole setup: 129 s against 136 s).
 # Where a pin has no wheel for this machine (another platform than the one
 # `make lock` ran on), its part installs nothing and says so. Then pip resolves
 # requirements.txt as usual, which installs whatever is still missing and finds
 # the rest in place.
 PARTS=3
 lock=$(mktemp -d)
+for part in $(seq 0 $((PARTS - 1))); do : >"$lock/part$part.txt"; done  # each exists, even where it gets no pin
 grep -E '^[A-Za-z0-9]' constraints.txt | awk -v dir="$lock" -v parts="$PARTS" '{ print > (dir "/part" (NR % parts) ".txt") }'
 install_part() {
     "$VENV/bin/python" -m pip install --quiet --no-deps -r "$lock/part$1.txt" 2>"$lock/part$1.err" \
         || echo "setup: the pins do not all install as they are here; pip resolves them instead ($(tail -1 "$lock/part$1.err"))"
 }
-parts=()
+pids=()
 for part in $(seq 0 $((PARTS - 1))); do
     install_part "$part" &
-    parts+=($!)
+    pids+=($!)
 done
-wait "${parts[@]}"
+wait "${pids[@]}"
 rm -rf "$lock"
 "$VENV/bin/python" -m pip install --quiet -r requirements.txt -c constraints.txt
 "$VENV/bin/python" -m pip install --quiet --no-deps --no-build-isolation -e .

@@ -47,6 +47,7 @@ def test_every_evaluation_is_also_scored_on_the_held_out_items(tmp_path, prepare
     result = json.loads((out / "run.json").read_text())["result"]
     assert result["held_out_items"] == 1000
     if framework == "tensorflow":
+        assert len(log) == 2  # both epochs' evaluations
         return
     # the report: test against held-out accuracy and the gap, at the threshold checkpoint
     tta = out / "time_to_accuracy.json"
