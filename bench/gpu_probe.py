@@ -36,7 +36,6 @@ PACKAGES = (
     "onnxruntime-gpu",
     "nvidia-ml-py",
     "triton",
-    "pandera",
     "pydantic",
     "jsonschema",
     "mlperf-logging",

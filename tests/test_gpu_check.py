@@ -73,7 +73,7 @@ def node_packages(path: Path, leave_out: set[str]) -> Path:
     return path
 
 
-NODE_LACKS = {"jsonschema", "referencing", "pandera", "typeguard", "connection-pool"}  # connection-pool: published as source only
+NODE_LACKS = {"jsonschema", "referencing", "connection-pool"}  # connection-pool: published as source only
 
 
 @pytest.fixture(scope="module")

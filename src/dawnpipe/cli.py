@@ -77,18 +77,6 @@ def take_task_dirs(argv: list[str]) -> list[str]:
     return argv
 
 
-def hide_hypothesis() -> None:
-    """pandera imports hypothesis where it is installed (it is a test
-    dependency) to offer data strategies that no command uses: 0.2 to 0.6 s
-    of every command that reads a log or a table (train, extract, infer and
-    the stages after them; not fetch, prepare or flops). A command's process
-    runs as where hypothesis is not installed: ``import hypothesis`` raises
-    ImportError, and pandera loads without its strategies. A process that
-    has imported hypothesis itself (pytest, running a command in-process)
-    keeps it."""
-    sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]  # None: the import raises ImportError
-
-
 def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     if any("\x00" in a for a in argv):  # a process cannot be given one; a caller in Python can
@@ -110,7 +98,6 @@ def main(argv: list[str] | None = None) -> None:
         print(f"dawnpipe: error: unknown command {terminal_safe(repr(command))} (choose from {', '.join(COMMANDS)})", file=sys.stderr)
         sys.exit(2)
     module_name, help_line = COMMANDS[command]
-    hide_hypothesis()
     parser = _Parser(prog=f"dawnpipe {command}", description=help_line)
     try:  # options may list the tasks: a malformed task file is named here, in one line
         module = importlib.import_module(module_name)

@@ -52,4 +52,4 @@ def read_run_parquet(path: Path, task, columns: tuple[str, ...] = ()) -> pd.Data
     for column in (c for c in frame.columns if str(c).startswith((HELD_OUT_PREFIX, NEW_TEST_PREFIX))):
         if not pd.api.types.is_numeric_dtype(frame[column]) or pd.api.types.is_bool_dtype(frame[column]):
             raise DawnpipeError(f"{path}: column {column}: expected numbers, got {frame[column].dtype}")
-    return validate(RunLog.to_schema().select_columns(run_columns), frame, str(path))
+    return validate(RunLog, frame, str(path), columns=run_columns)

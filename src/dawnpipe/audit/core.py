@@ -2,7 +2,7 @@
 
 Steps: find the files of the DAWNBench v1 layout; read each under its size
 cap; parse JSON objects and TSV logs (quirks noted); validate all metadata
-and all logs with the pandera models, one frame per model; recompute the
+and all logs with their schemas, one frame per schema; recompute the
 benchmark figures and check them; then the checks across submissions
 (pairs of JSON and TSV, identical logs, logs in parts).
 """

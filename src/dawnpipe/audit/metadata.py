@@ -1,6 +1,6 @@
 """Submission JSON: parse it strictly, settle field types, note the quirks.
 
-Values are checked afterwards by the pandera models of
+Values are checked afterwards by the schemas of
 ``dawnpipe.schemas.submissions``, all files at once; this module decides
 only what each field *is*: a JSON string where a number belongs (or the
 reverse) is an error here, by field, and the field is then left out of the
@@ -97,7 +97,7 @@ def parse_json(text: str, f: FileAudit) -> dict[str, Any] | None:
 
 
 def typed_fields(doc: dict[str, Any], fields: dict[str, tuple[type, bool]], f: FileAudit, rules: dict[str, Any]) -> tuple[dict[str, Any], set[str]]:
-    """(values for the pandera frame, fields already reported as wrong). Notes quirks on ``f``."""
+    """(values for the schema check's frame, fields already reported as wrong). Notes quirks on ``f``."""
     row: dict[str, Any] = {}
     reported: set[str] = set()
     for name, (kind, required) in fields.items():

@@ -3,7 +3,7 @@
 Harmless quirks are warnings (columns in another order, blank lines, cells
 padded with spaces, extra columns); anything that makes a value unknowable is
 an error naming the line and column. Values are range-checked afterwards by
-the task's pandera log model (``dawnpipe.schemas.results.log_model``).
+the task's log schema (``dawnpipe.schemas.results.log_model``).
 """
 
 from __future__ import annotations

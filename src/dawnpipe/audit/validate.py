@@ -1,9 +1,10 @@
-"""Run the pandera models over every submission at once and turn their
-failure cases into messages on the right file, field and line.
+"""Check every submission against its schemas (``dawnpipe.schemas.tables``)
+at once and turn the failure cases into messages on the right file, field
+and line.
 
-One frame per model (all training JSONs; the inference JSONs of a task; the
-logs of a task), validated once: the cost of pandera does not grow with the
-number of files, only with the number of rows.
+One frame per schema (all training JSONs; the inference JSONs of a task; the
+logs of a task), checked once: the cost does not grow with the number of
+files, only with the number of rows.
 """
 
 from __future__ import annotations
@@ -14,11 +15,11 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import pandera.pandas as pa
 
 from dawnpipe.audit.files import safe_text
 from dawnpipe.audit.model import FileAudit
 from dawnpipe.audit.tsvlog import where_lines
+from dawnpipe.schemas.tables import Schema, TableErrors
 
 _BOUND = re.compile(r"(greater_than_or_equal_to|greater_than|less_than_or_equal_to|less_than)\((.*)\)")
 _PHRASE = {"greater_than_or_equal_to": "below", "greater_than": "not above", "less_than_or_equal_to": "above", "less_than": "not below"}
@@ -37,18 +38,18 @@ def log_frame(columns: dict[str, list[float]]) -> pd.DataFrame:
     return pd.DataFrame({k: np.asarray(v, dtype="float64") for k, v in columns.items()})
 
 
-def failures(model: type[pa.DataFrameModel], df: pd.DataFrame) -> pd.DataFrame | None:
+def failures(model: type[Schema], df: pd.DataFrame) -> pd.DataFrame | None:
     if df.empty:
         return None
     try:
-        model.validate(df, lazy=True)
-    except pa.errors.SchemaErrors as err:
-        return err.failure_cases
+        model.check(df)
+    except TableErrors as err:
+        return err.cases
     return None
 
 
 def describe(check: str, column: str, value: Any, task) -> str:
-    """A failed pandera check in the benchmark's words."""
+    """A failed check in the benchmark's words."""
     shown = _value(value)
     m = _BOUND.fullmatch(check)
     if m:
@@ -91,7 +92,7 @@ def apply_metadata_failures(cases: pd.DataFrame | None, owners: list[tuple[FileA
         if index is None or (isinstance(index, float) and np.isnan(index)):
             continue  # whole-frame failures (dtype) cannot happen: frames are built with the model's dtypes
         f, doc, reported = owners[int(index)]
-        # A check on the whole row (latency or cost) fails once per column in pandera's cases.
+        # A check on the whole row (latency or cost): one message per row.
         key = (int(index), check if check == "has_latency_or_cost" else str(column))
         if key in seen:
             continue

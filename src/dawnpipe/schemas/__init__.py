@@ -1,2 +1,3 @@
-"""Schemas: the entry JSON schema (YAML, for jsonschema) and pandera
-DataFrameModels for every table dawnpipe writes or reads (``results``)."""
+"""Schemas: the entry JSON schema (YAML, for jsonschema) and the column
+schemas (``tables``) of every table dawnpipe writes or reads (``results``,
+``submissions``)."""
