@@ -88,3 +88,46 @@ def test_latency_percentiles_must_be_ordered():
         validate(LatencyResult, pd.DataFrame([row]), "latency.json")
     row["latency_p90_ms"] = 1.1
     validate(LatencyResult, pd.DataFrame([row]), "latency.json")
+
+
+def cases_of(schema, frame, columns=None) -> list[tuple]:
+    from dawnpipe.schemas.tables import TableErrors
+
+    with pytest.raises(TableErrors) as err:
+        schema.check(frame, columns)
+    return [tuple(c) for c in err.value.cases.itertuples(index=False)]
+
+
+def test_a_value_that_is_not_a_number_is_named_and_its_column_left_unchecked():
+    frame = pd.DataFrame({"epoch": ["1", "x"], "hours": [0.1, None], "top1Accuracy": [50.0, -1.0]})
+    cases = cases_of(Top1Log, frame)
+    assert [(column, check, row) for column, check, _, row in cases] == [
+        ("epoch", "coerce_dtype('float64')", 1),  # and no bound checked on what is not a number
+        ("hours", "not_nullable", 1),
+        ("top1Accuracy", "greater_than_or_equal_to(0)", 1),
+    ]
+    assert [value for _, _, value, _ in cases][::2] == ["x", -1.0] and pd.isna(cases[1][2])
+
+
+def test_coerced_columns_come_back_converted_and_others_must_already_be_of_their_type():
+    from dawnpipe.schemas.results import RunLog
+
+    frame = pd.DataFrame({"epoch": [1, 2], "hours": ["0.1", "0.2"], "top1Accuracy": [50, 60], "wall_hours": [1, 2]})
+    checked = Top1Log.check(frame)
+    assert [str(checked[c].dtype) for c in ("epoch", "hours", "top1Accuracy")] == ["float64"] * 3
+    assert checked["wall_hours"].tolist() == [1, 2] and frame["hours"].tolist() == ["0.1", "0.2"]  # extra columns kept, the input untouched
+    assert cases_of(RunLog, frame, ["wall_hours"]) == [("wall_hours", "dtype('float64')", "int64", None)]
+
+
+def test_a_missing_column_is_named_unless_it_is_optional():
+    assert cases_of(Top1Log, pd.DataFrame({"epoch": [1.0], "hours": [0.1]})) == [(None, "column_in_dataframe", "top1Accuracy", None)]
+    row = {"entry": "e", "seed": 0, "task": "t", "backend": "eager", "threads": 1, "items": 10, "warmup_items": 1, "accuracy": 93.0}
+    row |= {"meets_threshold": True, "usd_per_hour": None, "cost_per_10k_usd": None}
+    row |= {f"latency_{k}_ms": 1.0 for k in ("mean", "p50", "p90", "p99", "max")}
+    LatencyResult.check(pd.DataFrame([row]))  # without warmup_mean_ms: an optional column
+    assert cases_of(LatencyResult, pd.DataFrame([{**row, "warmup_mean_ms": -1.0}])) == [("warmup_mean_ms", "greater_than_or_equal_to(0)", -1.0, 0)]
+
+
+def test_a_row_check_names_each_failing_row_once():
+    frame = pd.concat([tta_row(), tta_row(time_to_accuracy_hours=None, cost_usd=None), tta_row()], ignore_index=True)
+    assert cases_of(TimeToAccuracyResult, frame) == [(None, "reached_has_a_time", None, 1)]
