@@ -131,3 +131,27 @@ def test_a_missing_column_is_named_unless_it_is_optional():
 def test_a_row_check_names_each_failing_row_once():
     frame = pd.concat([tta_row(), tta_row(time_to_accuracy_hours=None, cost_usd=None), tta_row()], ignore_index=True)
     assert cases_of(TimeToAccuracyResult, frame) == [(None, "reached_has_a_time", None, 1)]
+
+
+def test_what_no_number_of_its_type_can_hold_is_refused_not_cast():
+    frame = pd.DataFrame({"epoch": pd.to_datetime(["2020-01-01"]), "hours": [0.1], "top1Accuracy": [50.0]})
+    assert [c[:2] for c in cases_of(Top1Log, frame)] == [("epoch", "coerce_dtype('float64')")]  # a date is not a number of epochs
+    for seed in (float("inf"), 2**70):
+        assert [c[:3] for c in cases_of(TimeToAccuracyResult, tta_row(seed=seed))] == [("seed", "coerce_dtype('int64')", seed)]
+
+
+def test_a_row_check_that_cannot_compare_its_columns_fails_as_a_whole():
+    from dawnpipe.schemas.results import RunLog
+
+    frame = pd.DataFrame({"epoch": [1.0], "hours": ["0.5"], "top1Accuracy": [50.0], "wall_hours": [0.25]})
+    [(column, check, value, row)] = cases_of(RunLog, frame, ["wall_hours"])  # hours not converted: text against a number
+    assert (column, check, row) == (None, "training_clock_within_wall_clock", None) and value.startswith("TypeError")
+
+
+def test_a_parquet_log_is_checked_on_its_converted_columns(tmp_path):
+    from dawnpipe.logs import read_run_parquet
+
+    path = tmp_path / "train.parquet"
+    pd.DataFrame({"epoch": [1.0], "hours": ["0.5"], "top1Accuracy": [50.0], "wall_hours": [0.25]}).to_parquet(path)
+    with pytest.raises(DawnpipeError, match=r"row 1: training_clock_within_wall_clock failed"):
+        read_run_parquet(path, get_task("fashion-mnist"))

@@ -47,7 +47,7 @@ def read_run_parquet(path: Path, task, columns: tuple[str, ...] = ()) -> pd.Data
         raise DawnpipeError(f"{path}: missing column(s) {', '.join(missing)}")
     if frame.empty:
         raise DawnpipeError(f"{path}: no epochs logged")
-    validate(log_model(task), frame, str(path))
+    frame = validate(log_model(task), frame, str(path))
     # the scores on a held-out split or a new test set, where the run has them: numbers, as the metric
     for column in (c for c in frame.columns if str(c).startswith((HELD_OUT_PREFIX, NEW_TEST_PREFIX))):
         if not pd.api.types.is_numeric_dtype(frame[column]) or pd.api.types.is_bool_dtype(frame[column]):

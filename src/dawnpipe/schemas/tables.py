@@ -5,13 +5,15 @@ A schema is a class of ``Column`` attributes; a subclass adds columns and
 checks to its base's. ``Schema.check(frame)`` returns the frame with the
 columns that say ``coerce`` converted to their type, or raises
 ``TableErrors``, whose ``cases`` frame holds one row per failure: the column
-(None for a row check), the check's name, the failing value and the row's
-index label (None where the column fails as a whole). The names are what
+(None for a row check and a missing column), the check's name, the failing
+value and the row's index label (None where a column or a row check fails
+as a whole). The row checks' failures come first, then each column's. The names are what
 the messages are made of (``dawnpipe.schemas.results.describe_failures``,
 ``dawnpipe.audit.validate.describe``): ``greater_than_or_equal_to(0)``,
 ``less_than(1)``, ``not_nullable``, ``isin([...])``, ``str_length(1, None)``,
 ``str_matches('...')``, ``dtype('float64')``, ``coerce_dtype('float64')``,
-``column_in_dataframe``, and each column or row check's own name.
+``column_in_dataframe``, ``unique_column_name``, and each column or row
+check's own name.
 
 Extra columns are allowed everywhere: what a table may hold besides its
 schema's columns is the caller's to say.
@@ -23,6 +25,7 @@ import dataclasses
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 
+import numpy as np
 import pandas as pd
 
 _DTYPE_NAMES = {float: "float64", int: "int64", bool: "bool", str: "str"}
@@ -94,7 +97,7 @@ def row_check(fn: Callable[[pd.DataFrame], pd.Series]) -> _RowCheck:
 
 
 class TableErrors(Exception):
-    """The failures of a table: ``cases`` (columns CASE_COLUMNS), in the order checked."""
+    """The failures of a table: ``cases`` (columns CASE_COLUMNS), row checks first."""
 
     def __init__(self, schema: str, cases: pd.DataFrame):
         super().__init__(f"{schema}: {len(cases)} failure(s)")
@@ -137,6 +140,9 @@ class Schema:
                 if column.required:
                     column_cases.append((None, "column_in_dataframe", name, None))
                 continue
+            if (out.columns == name).sum() > 1:
+                column_cases.append((name, "unique_column_name", name, None))
+                continue
             values, cases = _typed(name, out[name], column)
             column_cases.extend(cases)
             if values is None:
@@ -152,8 +158,12 @@ class Schema:
         for check in cls.row_checks:
             try:
                 passed = check.fn(out).fillna(False).astype(bool)
-            except (TypeError, ValueError, KeyError):
-                continue  # it reads a column that failed above, or is missing: reported there
+            except (TypeError, ValueError, KeyError) as e:
+                # it reads a column that cannot be compared: one failure of the check as a whole,
+                # unless a column's own failure above already says why
+                if not column_cases:
+                    row_cases.append((None, check.name, f"{type(e).__name__}: {e}", None))
+                continue
             row_cases.extend((None, check.name, None, i) for i in out.index[~passed.to_numpy()])
         cases = row_cases + column_cases
         if cases:
@@ -165,20 +175,35 @@ def _typed(name: str, values: pd.Series, column: Column) -> tuple[pd.Series | No
     """(the column as its type, or None where it cannot be; the failure cases on the way)."""
     dtype = _DTYPE_NAMES[column.dtype]
     if not column.coerce:
-        if column.dtype is str:
-            ok = pd.api.types.is_string_dtype(values) or pd.api.types.is_object_dtype(values)
-        else:
-            ok = str(values.dtype) == dtype
-        return (values, []) if ok else (None, [(name, f"dtype('{dtype}')", str(values.dtype), None)])
+        if column.dtype is str and (pd.api.types.is_string_dtype(values) or pd.api.types.is_object_dtype(values)):
+            other = values[values.notna() & ~values.map(lambda v: isinstance(v, str), na_action="ignore").astype(bool)]
+            return (values, []) if other.empty else (None, [(name, f"dtype('{dtype}')", v, i) for i, v in other.items()])
+        if str(values.dtype) == dtype:
+            return values, []
+        return None, [(name, f"dtype('{dtype}')", str(values.dtype), None)]
     if column.dtype is str:
         return values.astype("str").mask(values.isna()), []  # a null stays null
     if column.dtype is bool:
         return (values.astype(bool) if not values.isna().any() else values), []
-    numbers = values if pd.api.types.is_numeric_dtype(values) else pd.to_numeric(values, errors="coerce")
-    failed = values.notna() & numbers.isna()
+    text_nan = pd.Series(False, index=values.index)
+    if pd.api.types.is_datetime64_any_dtype(values) or pd.api.types.is_timedelta64_dtype(values):
+        numbers = pd.Series(np.nan, index=values.index)  # a date or a duration is not a number of hours
+    elif pd.api.types.is_numeric_dtype(values):
+        numbers = values
+    else:
+        numbers = pd.to_numeric(values, errors="coerce")
+        text_nan = values.map(_is_text_nan, na_action="ignore").eq(True)
+    failed = values.notna() & numbers.isna() & ~text_nan
+    if column.dtype is int:  # and what int64 cannot hold
+        failed |= numbers.notna() & ~numbers.abs().le(np.iinfo(np.int64).max)
     cases = [(name, f"coerce_dtype('{dtype}')", v, i) for i, v in values[failed].items()]
     if cases:
         return None, cases
     if column.dtype is int and numbers.isna().any():
         return numbers, []  # nulls stay (and are reported unless nullable); an int column cannot hold them
     return numbers.astype(dtype), []
+
+
+def _is_text_nan(value: Any) -> bool:
+    """The text 'nan' (any case) reads as a null, as ``float('nan')`` reads it: reported as a null, not as text."""
+    return isinstance(value, str) and value.strip().lower() == "nan"
