@@ -2,9 +2,11 @@
 the test program keeps its checkpoint in {state}; its run, through real
 Snakemake, is killed with SIGKILL at random moments (the train job's whole
 process group and the program's), resumed with --rerun-incomplete, and ends
-with the same scored epochs and the same scores as a run nobody killed, its
+with the same scores as a run nobody killed for the epochs it scored, its
 clocks less the lost time it counted within the clocks' tolerance of that
-run's."""
+run's. One kill lands after the program saved epoch 3's checkpoint and before
+dawnpipe read its epoch_stop: the program goes on from epoch 4, and epoch 3,
+never handed over, is not scored and its training stays lost time."""
 
 from __future__ import annotations
 
@@ -25,8 +27,11 @@ pytestmark = pytest.mark.slow
 
 ENTRY = "prog-resume"
 TARGET = f"results/runs/{ENTRY}/seed0/run.json"
-# four epochs of about two seconds each, a checkpoint in {state} before each epoch_stop
-ARGS = ("--state", "{state}", "--epochs", "4", "--epoch-sleep", "2")
+# four epochs of about two seconds each, a checkpoint in {state} before each epoch_stop, and 3 s between
+# epoch 3's checkpoint and its epoch_stop (the program saying so in {state}/paused)
+SKIPPED = 3
+KEPT = [e for e in (1, 2, 3, 4) if e != SKIPPED]  # the epochs a run killed in that pause scores
+ARGS = ("--state", "{state}", "--epochs", "4", "--epoch-sleep", "2", "--checkpoint-pause-epoch", str(SKIPPED))
 
 
 def project(root):
@@ -91,6 +96,21 @@ def kill_after(work, seconds: float, *, after: str = "heartbeat") -> bool:
     return True
 
 
+def kill_after_checkpoint(work) -> bool:
+    """Start the run and SIGKILL it while the program sleeps between epoch SKIPPED's checkpoint and its epoch_stop;
+    False when the run finished first."""
+    paused = work / f"results/.work/{ENTRY}/seed0/state/paused"
+    proc = _start(work)
+    deadline = time.monotonic() + 900
+    while proc.poll() is None and time.monotonic() < deadline:
+        if paused.is_file() and paused.read_text() == str(SKIPPED):
+            _kill(work, proc)
+            return True
+        time.sleep(0.01)
+    proc.wait(timeout=60)
+    return False
+
+
 def _handed_over_unscored(work) -> set[int]:
     """The epochs whose epoch_stop dawnpipe has read (noted in the run's announced.jsonl) and whose model
     it has not scored yet (no row in its ledger), once its heartbeat holds the attempt's clock."""
@@ -132,6 +152,8 @@ def runs(tmp_path_factory, fashion_mnist_source):
     handed_over = kill_before_scoring(killed)
     rng = random.Random(20261127)
     kills = int(handed_over is not None)
+    assert kill_after_checkpoint(killed), f"the run ended before epoch {SKIPPED}'s checkpoint"
+    kills += 1
     for _ in range(2):  # then at random moments of its training: in an epoch, in a freeze, in a hand-over
         if (killed / TARGET).is_file():
             break
@@ -153,14 +175,16 @@ def test_a_killed_program_run_resumes_to_the_same_epochs_and_scores(runs):
     whole, killed, kills, _ = runs
     assert kills >= 1, "the run ended before any kill landed"
     a, b = log_of(whole), log_of(killed)
-    assert list(a.index) == list(b.index) == [1, 2, 3, 4]
-    assert (a["top1Accuracy"] == b["top1Accuracy"]).all()  # the same models: the program went on from its checkpoint
-    assert (a["given_top1Accuracy"] == b["given_top1Accuracy"]).all()
+    assert list(a.index) == [1, 2, 3, 4]
+    assert list(b.index) == KEPT  # epoch 3 went with the attempt killed before its epoch_stop was read
+    assert (a["top1Accuracy"][b.index] == b["top1Accuracy"]).all()  # the same models: the program went on from its checkpoint
+    assert (a["given_top1Accuracy"][b.index] == b["given_top1Accuracy"]).all()
     # the same claims, each verified (a claim the program would have logged after a kill's epoch_stop is lost with it)
     whole_claims = {c["epoch"]: c for c in run_json(whole)["program"]["claims"]}
     killed_claims = run_json(killed)["program"]["claims"]
     assert sorted(whole_claims) == [1, 2, 3, 4] and all(c["agrees"] for c in whole_claims.values())
     assert killed_claims and all(c == whole_claims[c["epoch"]] for c in killed_claims)
+    assert SKIPPED not in {c["epoch"] for c in killed_claims}
     assert run_json(whole)["result"]["threshold_epoch"] == run_json(killed)["result"]["threshold_epoch"] == 1
     assert run_json(whole)["result"]["resumed_from_epoch"] is None  # one attempt: it resumed from nothing
 
@@ -177,10 +201,16 @@ def test_the_lost_time_is_counted_and_the_clock_agrees_with_the_programs_own(run
     assert run["result"]["lost_training_seconds"] == pytest.approx(sum(i["lost_seconds"] for i in interruptions))
     own = run["program"]["logged"]["self_training_seconds"]  # cumulative, per epoch, as the program measured it
     log = log_of(killed)
-    assert len(own) == len(log) == 4
-    for epoch, theirs in zip(log.index, own, strict=True):
+    assert len(own) == 4 and list(log.index) == KEPT
+    # epoch 3's training is in the program's own measure (its checkpoint carried it) and in dawnpipe's lost time
+    assert [i.get("unscored_epochs") for i in interruptions].count([SKIPPED]) == 1, interruptions
+    skipped = own[SKIPPED - 1] - own[SKIPPED - 2]
+    for epoch in log.index:
+        theirs = own[epoch - 1] - (skipped if epoch > SKIPPED else 0.0)
         ours = log["hours"][epoch] * 3600.0 - sum(i["lost_seconds"] for i in interruptions if i["epoch"] <= epoch)
         assert ours == pytest.approx(theirs, rel=0.02, abs=1.0), (epoch, ours, theirs, interruptions)
+        # each row's lost_seconds: what was lost since the row before, an epoch never handed over included
+        assert log["lost_seconds"][:epoch].sum() == pytest.approx(sum(i["lost_seconds"] for i in interruptions if i["epoch"] <= epoch))
         assert log["hours"][epoch] <= log["wall_hours"][epoch] + 1e-9
     assert run["program"]["excluded"] is None
 

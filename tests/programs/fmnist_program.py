@@ -114,6 +114,12 @@ p.add_argument(
 )
 p.add_argument("--hide", type=float, default=3.0, help="seconds of hidden training (hide-in-eval: wall; pre-start: CPU)")
 p.add_argument("--epoch-sleep", type=float, default=0.0, help="seconds each epoch's training also sleeps (a longer epoch)")
+p.add_argument(
+    "--checkpoint-pause-epoch",
+    type=int,
+    default=None,
+    help="resumable: after this epoch's checkpoint, say so in --state/paused and sleep 3 s before its epoch_stop (a kill lands between them)",
+)
 p.add_argument("--behaviour", default="honest")
 args = p.parse_args()
 torch.manual_seed(args.seed)
@@ -301,6 +307,9 @@ while epoch <= args.epochs:
         state = {"model": model.state_dict(), "opt": opt.state_dict(), "rng": torch.get_rng_state(), "epoch": epoch}
         torch.save({**state, "trained": so_far, "progress": [*progress, so_far]}, tmp)
         os.replace(tmp, Path(args.state, "checkpoint.pt"))
+        if epoch == args.checkpoint_pause_epoch:
+            Path(args.state, "paused").write_text(str(epoch))
+            time.sleep(3)
     ended = time.perf_counter()
     trained += ended - began - (watch.within(began, ended) if watch else 0.0)  # the epoch as it sees it: its training and its hand-over
     progress.append(trained)

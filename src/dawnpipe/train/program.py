@@ -426,6 +426,7 @@ class ProgramRun:
         self._stop_at_threshold = False
         self.startup_cpu = 0.0  # CPU seconds of the program's processes by its run_start
         self._last_heartbeat = 0.0
+        self._epoch_started = False  # this attempt's first epoch_start read
         self.fresh = not (self.ledger.rows or self.ledger.interruptions or self.ledger.heartbeat)
         self.resumed_from = self.ledger.last_epoch if self.ledger.rows else None  # the epoch this attempt continues after
         self.timeline = mllog_reader.Timeline()
@@ -610,6 +611,9 @@ class ProgramRun:
                 self._take_and_score(epoch, line, required=False)
             elif self.contract >= 2 and event.key == "eval_accuracy":
                 self._claim(int(event.metadata["epoch_num"]))
+            elif self.contract >= 2 and self.resumable and event.key == "epoch_start" and not self._epoch_started:
+                self._epoch_started = True
+                self._note_skipped_epochs(int(event.metadata["epoch_num"]))
             elif self.contract < 2 and done is not None:  # the evaluation is complete, the model written
                 epoch = done
                 e = self.timeline.epochs[done]
@@ -625,6 +629,23 @@ class ProgramRun:
             if self._stop_at_threshold and self.process.stopped_by is None:
                 print("train: stopping the program at the verified threshold (stop_at_threshold): SIGTERM to all of it", flush=True)
                 self.process.stop("threshold", float(self.program["grace_seconds"]))
+
+    def _note_skipped_epochs(self, first: int) -> None:
+        """A resumed program that goes on after epochs dawnpipe never kept: an attempt died after the program saved its
+        checkpoint and before dawnpipe read that epoch's epoch_stop. Those epochs are not scored (their models went with
+        the attempt) and their training stays counted as lost time, on the interruption that lost them; said so."""
+        noted = {e for i in self.ledger.interruptions for e in i.get("unscored_epochs", [])}  # by an attempt killed since
+        skipped = [e for e in range(self.ledger.last_epoch + 1, first) if e not in noted]
+        if not skipped or not self.ledger.interruptions:
+            return
+        self.ledger.interruptions[-1]["unscored_epochs"] = skipped
+        self.ledger.save()
+        words = ", ".join(map(str, skipped))
+        print(
+            f"train: the program goes on from epoch {first}: epoch {words}, kept in its checkpoint, was never handed over to dawnpipe "
+            "(the attempt died before its epoch_stop was read); not scored, its training counted as lost time",
+            flush=True,
+        )
 
     def _startup_checked(self, line: Line) -> None:
         self.startup_cpu = line.cpu_seconds if line.cpu_seconds is not None else 0.0
@@ -1127,7 +1148,8 @@ class ProgramRun:
                 epoch_seconds=max(0.0, stop - start - clock.covered(rule.off_clock(0), start, stop)) if epoch > 0 else 0.0,
                 lr=None,
                 items=float(samples) if _positive(samples) else None,
-                lost_seconds=float(sum(i["lost_seconds"] for i in self.ledger.interruptions if i["epoch"] == epoch)),
+                # what the attempts lost since the last row kept (an epoch never handed over has no row of its own)
+                lost_seconds=float(sum(i["lost_seconds"] for i in self.ledger.interruptions if self.ledger.last_epoch < i["epoch"] <= epoch)),
             ),
             f"claimed_{metric}": UNKNOWN,  # filled in when the claim arrives (contract 2: after the epoch_stop)
             f"given_{metric}": score.given[metric],
