@@ -95,14 +95,14 @@ def kill_after(work, seconds: float, *, after: str = "heartbeat") -> bool:
     return True
 
 
-def kill_after_checkpoint(work) -> bool:
-    """Start the run and SIGKILL it while the program sleeps between epoch SKIPPED's checkpoint and its epoch_stop;
+def kill_after_checkpoint(work, epoch: int = SKIPPED) -> bool:
+    """Start the run and SIGKILL it while the program sleeps between ``epoch``'s checkpoint and its epoch_stop;
     False when the run finished first."""
     paused = work / f"results/.work/{ENTRY}/seed0/state/paused"
     proc = _start(work)
     deadline = time.monotonic() + 900
     while proc.poll() is None and time.monotonic() < deadline:
-        if paused.is_file() and paused.read_text() == str(SKIPPED):
+        if paused.is_file() and paused.read_text() == str(epoch):
             _kill(work, proc)
             return True
         time.sleep(0.01)
@@ -243,3 +243,21 @@ def test_a_program_without_state_starts_again(tmp_path, fashion_mnist_source):
     assert run_json(work)["result"]["interruptions"] == []  # it started again: nothing of the killed attempt counted
     assert run_json(work)["result"]["resumed_from_epoch"] is None
     assert list(log_of(work).index) == [1, 2, 3]
+
+
+def test_a_last_epoch_never_handed_over_is_named_when_the_program_ends_without_it(tmp_path, fashion_mnist_source):
+    """The same window at the program's last epoch: the next attempt finds that epoch in its checkpoint, trains
+    nothing and logs run_stop. No epoch_start of it says what it skipped; dawnpipe's ledger, which keeps the last
+    epoch any attempt started, does: that epoch is named unscored, and the run ends with the epochs before it."""
+    work = project(tmp_path / "p")
+    args = ("--state", "{state}", "--epochs", "2", "--epoch-sleep", "1", "--checkpoint-pause-epoch", "2")
+    (work / f"config/entries/{ENTRY}.yaml").write_text(yaml.safe_dump(program_entry("resumable", contract=2, args=args)))
+    assert kill_after_checkpoint(work, epoch=2), "the run ended before epoch 2's checkpoint"
+    run_snakemake(work, *snakemake(work, "--rerun-incomplete")[1:], timeout=1800)
+    result = run_json(work)["result"]
+    [interruption] = result["interruptions"]
+    assert interruption["epoch"] == 2 and interruption["unscored_epochs"] == [2], interruption
+    assert interruption["lost_seconds"] > 0 and result["lost_training_seconds"] == interruption["lost_seconds"]
+    assert list(log_of(work).index) == [1] and result["resumed_from_epoch"] == 1
+    log = (work / f"results/logs/train/{ENTRY}/seed0.log").read_text()
+    assert "the program ends without training another epoch: epoch 2, kept in its checkpoint" in log

@@ -244,6 +244,7 @@ class ProgramLedger:
     facts: dict[str, Any] = field(default_factory=dict)  # per-attempt facts, summed: start-up, freezes, ...
     heartbeat: dict[str, Any] | None = None  # the last clock reading of the attempt that is running
     attempt: dict[str, Any] | None = None  # the process of the attempt that is running
+    started_epoch: int = 0  # the last epoch an attempt logged epoch_start for (resumable contract 2 runs)
 
     @classmethod
     def load(cls, path: Path, settings_hash: str, resume: bool) -> ProgramLedger:
@@ -253,13 +254,14 @@ class ProgramLedger:
             except DawnpipeError:
                 doc = None
             if isinstance(doc, dict) and doc.get("settings_hash") == settings_hash:
-                return cls(path, settings_hash, **{k: doc[k] for k in ("rows", "claims", "interruptions", "reasons", "facts", "heartbeat", "attempt")})
+                kept = {k: doc[k] for k in ("rows", "claims", "interruptions", "reasons", "facts", "heartbeat", "attempt")}
+                return cls(path, settings_hash, **kept, started_epoch=int(doc.get("started_epoch") or 0))
         return cls(path, settings_hash)
 
     def save(self) -> None:
         doc = {
             "settings_hash": self.settings_hash,
-            **{k: getattr(self, k) for k in ("rows", "claims", "interruptions", "reasons", "facts", "heartbeat", "attempt")},
+            **{k: getattr(self, k) for k in ("rows", "claims", "interruptions", "reasons", "facts", "heartbeat", "attempt", "started_epoch")},
             "rows": [{k: None if isinstance(v, float) and v != v else v for k, v in row.items()} for row in self.rows],  # NaN: null in JSON
         }
         write_json(self.path, doc)
@@ -611,9 +613,13 @@ class ProgramRun:
                 self._take_and_score(epoch, line, required=False)
             elif self.contract >= 2 and event.key == "eval_accuracy":
                 self._claim(int(event.metadata["epoch_num"]))
-            elif self.contract >= 2 and self.resumable and event.key == "epoch_start" and not self._epoch_started:
-                self._epoch_started = True
-                self._note_skipped_epochs(int(event.metadata["epoch_num"]))
+            elif self.contract >= 2 and self.resumable and event.key == "epoch_start":
+                started = int(event.metadata["epoch_num"])
+                if not self._epoch_started:
+                    self._epoch_started = True
+                    self._note_skipped_epochs(started, f"goes on from epoch {started}")
+                self.ledger.started_epoch = max(self.ledger.started_epoch, started)
+                self.ledger.save()
             elif self.contract < 2 and done is not None:  # the evaluation is complete, the model written
                 epoch = done
                 e = self.timeline.epochs[done]
@@ -630,10 +636,11 @@ class ProgramRun:
                 print("train: stopping the program at the verified threshold (stop_at_threshold): SIGTERM to all of it", flush=True)
                 self.process.stop("threshold", float(self.program["grace_seconds"]))
 
-    def _note_skipped_epochs(self, first: int) -> None:
-        """A resumed program that goes on after epochs dawnpipe never kept: an attempt died after the program saved its
-        checkpoint and before dawnpipe read that epoch's epoch_stop. Those epochs are not scored (their models went with
-        the attempt) and their training stays counted as lost time, on the interruption that lost them; said so."""
+    def _note_skipped_epochs(self, first: int, what: str) -> None:
+        """A resumed program that goes on after epochs dawnpipe never kept, or ends without them (``first``: the epoch
+        after them; ``what`` the program does, for the line): an attempt died after the program saved its checkpoint and
+        before dawnpipe read that epoch's epoch_stop. Those epochs are not scored (their models went with the attempt) and
+        their training stays counted as lost time, on the interruption that lost them; said so."""
         noted = {e for i in self.ledger.interruptions for e in i.get("unscored_epochs", [])}  # by an attempt killed since
         skipped = [e for e in range(self.ledger.last_epoch + 1, first) if e not in noted]
         if not skipped or not self.ledger.interruptions:
@@ -642,7 +649,7 @@ class ProgramRun:
         self.ledger.save()
         words = ", ".join(map(str, skipped))
         print(
-            f"train: the program goes on from epoch {first}: epoch {words}, kept in its checkpoint, was never handed over to dawnpipe "
+            f"train: the program {what}: epoch {words}, kept in its checkpoint, was never handed over to dawnpipe "
             "(the attempt died before its epoch_stop was read); not scored, its training counted as lost time",
             flush=True,
         )
@@ -987,6 +994,9 @@ class ProgramRun:
             raise ProgramFailed(f"it {describe_exit(code)}")
         if not stopped and tl.run_stop is None:
             raise ProgramFailed("it ended without logging run_stop")
+        if self.contract >= 2 and self.resumable and not self._epoch_started and proc.stopped_by is None:
+            # it ended by itself without starting an epoch: every epoch an earlier attempt started is in its checkpoint
+            self._note_skipped_epochs(self.ledger.started_epoch + 1, "ends without training another epoch")
         self._check_taken_models()
         threshold_file = self.work / THRESHOLD_FILE
         if _read_bytes(threshold_file) != self._threshold_kept:
