@@ -183,6 +183,26 @@ def test_a_resumed_timeline_goes_on_from_the_epoch_after_the_last_one_kept():
     assert list(tl.epochs) == [4]
 
 
+def test_a_resumed_timeline_skips_only_epochs_an_earlier_attempt_started():
+    """After an interruption the program may go on after an epoch dawnpipe did not keep (epoch 5 here: the
+    killed attempt started it), never after one no attempt started: an epoch_num as large as a program
+    likes would otherwise stand for that many skipped epochs."""
+    for first, ok in ((6, True), (7, False), (10**12, False)):
+        tl = mllog.Timeline(first_epoch=4, resuming=True, last_started=5)
+        tl.add(mllog.parse(line("run_start", S), 1), 0.0)
+        start = mllog.parse(line("epoch_start", S, epoch_num=first), 2)
+        if ok:
+            tl.add(start, 1.0)
+            assert list(tl.epochs) == [first]
+        else:
+            with pytest.raises(mllog.BrokenLog, match=rf"epoch_num {first}, but no attempt of this run started an epoch after epoch 5"):
+                tl.add(start, 1.0)
+    tl = mllog.Timeline(first_epoch=4, resuming=True)  # not known (a ledger an older dawnpipe wrote): as before
+    tl.add(mllog.parse(line("run_start", S), 1), 0.0)
+    tl.add(mllog.parse(line("epoch_start", S, epoch_num=9), 2), 1.0)
+    assert list(tl.epochs) == [9]
+
+
 def test_mllog_after_a_loggers_prefix_and_eval_accuracy_after_eval_stop_are_read():
     tl = mllog.Timeline()
     specs = [

@@ -129,6 +129,7 @@ class Timeline:
     mllog_lines: int = 0
     first_epoch: int = 1  # the epoch after the last one a resumed run kept
     resuming: bool = False  # after an interruption: the program may go on from a later epoch (one it trained but dawnpipe did not keep)
+    last_started: int | None = None  # resuming: the last epoch an earlier attempt logged epoch_start for (None: not known)
     _open_epoch: int | None = None
     _open_eval: int | None = None
 
@@ -171,7 +172,11 @@ class Timeline:
         if key == "epoch_start":
             expected = max(self.epochs, default=self.first_epoch - 1) + 1 if self.epochs.keys() - {0} else self.first_epoch
             if self.resuming and not self.epochs.keys() - {0} and n > expected:
-                expected = n  # it checkpointed an epoch whose model dawnpipe had not taken yet: that epoch's time is lost time
+                # it checkpointed an epoch whose model dawnpipe had not taken yet: that epoch's time is lost time;
+                # never one that no attempt started
+                if self.last_started is not None and n > max(self.last_started + 1, expected):
+                    raise BrokenLog(f"{where}: epoch_num {n}, but no attempt of this run started an epoch after epoch {self.last_started}")
+                expected = n
             if n != expected:
                 resumed = f" (the run resumes after epoch {self.first_epoch - 1}: the program continues from its {{state}})" if self.first_epoch > 1 else ""
                 raise BrokenLog(f"{where}: epoch_num {n}, expected {expected} (epochs count from 1, one at a time){resumed}")

@@ -244,7 +244,7 @@ class ProgramLedger:
     facts: dict[str, Any] = field(default_factory=dict)  # per-attempt facts, summed: start-up, freezes, ...
     heartbeat: dict[str, Any] | None = None  # the last clock reading of the attempt that is running
     attempt: dict[str, Any] | None = None  # the process of the attempt that is running
-    started_epoch: int = 0  # the last epoch an attempt logged epoch_start for (resumable contract 2 runs)
+    started_epoch: int | None = 0  # the last epoch an attempt logged epoch_start for (resumable runs; None: not kept)
 
     @classmethod
     def load(cls, path: Path, settings_hash: str, resume: bool) -> ProgramLedger:
@@ -255,7 +255,8 @@ class ProgramLedger:
                 doc = None
             if isinstance(doc, dict) and doc.get("settings_hash") == settings_hash:
                 kept = {k: doc[k] for k in ("rows", "claims", "interruptions", "reasons", "facts", "heartbeat", "attempt")}
-                return cls(path, settings_hash, **kept, started_epoch=int(doc.get("started_epoch") or 0))
+                started = doc.get("started_epoch")  # absent from a ledger an older dawnpipe wrote: not known
+                return cls(path, settings_hash, **kept, started_epoch=started if isinstance(started, int) else None)
         return cls(path, settings_hash)
 
     def save(self) -> None:
@@ -473,7 +474,7 @@ class ProgramRun:
         if self._exporter is not None:  # one that exported a killed attempt's weights, before the entry's env was filled in
             self._exporter.close()
             self._exporter, self._exports = None, {}
-        self.timeline = mllog_reader.Timeline(first_epoch=self.ledger.last_epoch + 1, resuming=not self.fresh)
+        self.timeline = mllog_reader.Timeline(first_epoch=self.ledger.last_epoch + 1, resuming=not self.fresh, last_started=self.ledger.started_epoch)
         self.base = self.ledger.clock_seconds  # the clocks where this attempt takes over (interruptions included)
         self.wall_base = self.ledger.wall_seconds  # the wall time earlier attempts took, to their last kept row and their loss
 
@@ -613,13 +614,8 @@ class ProgramRun:
                 self._take_and_score(epoch, line, required=False)
             elif self.contract >= 2 and event.key == "eval_accuracy":
                 self._claim(int(event.metadata["epoch_num"]))
-            elif self.contract >= 2 and self.resumable and event.key == "epoch_start":
-                started = int(event.metadata["epoch_num"])
-                if not self._epoch_started:
-                    self._epoch_started = True
-                    self._note_skipped_epochs(started, f"goes on from epoch {started}")
-                self.ledger.started_epoch = max(self.ledger.started_epoch, started)
-                self.ledger.save()
+            elif self.resumable and event.key == "epoch_start":
+                self._epoch_start(int(event.metadata["epoch_num"]))
             elif self.contract < 2 and done is not None:  # the evaluation is complete, the model written
                 epoch = done
                 e = self.timeline.epochs[done]
@@ -636,14 +632,27 @@ class ProgramRun:
                 print("train: stopping the program at the verified threshold (stop_at_threshold): SIGTERM to all of it", flush=True)
                 self.process.stop("threshold", float(self.program["grace_seconds"]))
 
+    def _epoch_start(self, epoch: int) -> None:
+        """An epoch_start of a resumable run: the ledger keeps the last epoch any attempt started (a resumed attempt
+        goes on after no other: mllog_reader.Timeline), and a resumed attempt's first says which epochs it skipped."""
+        if not self._epoch_started:
+            self._epoch_started = True
+            if self.contract >= 2:
+                self._note_skipped_epochs(epoch, f"goes on from epoch {epoch}")
+        if self.ledger.started_epoch is not None and epoch > self.ledger.started_epoch:
+            self.ledger.started_epoch = epoch
+            self.ledger.save()
+
     def _note_skipped_epochs(self, first: int, what: str) -> None:
         """A resumed program that goes on after epochs dawnpipe never kept, or ends without them (``first``: the epoch
         after them; ``what`` the program does, for the line): an attempt died after the program saved its checkpoint and
         before dawnpipe read that epoch's epoch_stop. Those epochs are not scored (their models went with the attempt) and
         their training stays counted as lost time, on the interruption that lost them; said so."""
+        if not self.ledger.interruptions:
+            return
         noted = {e for i in self.ledger.interruptions for e in i.get("unscored_epochs", [])}  # by an attempt killed since
         skipped = [e for e in range(self.ledger.last_epoch + 1, first) if e not in noted]
-        if not skipped or not self.ledger.interruptions:
+        if not skipped:
             return
         self.ledger.interruptions[-1]["unscored_epochs"] = skipped
         self.ledger.save()
@@ -994,8 +1003,9 @@ class ProgramRun:
             raise ProgramFailed(f"it {describe_exit(code)}")
         if not stopped and tl.run_stop is None:
             raise ProgramFailed("it ended without logging run_stop")
-        if self.contract >= 2 and self.resumable and not self._epoch_started and proc.stopped_by is None:
-            # it ended by itself without starting an epoch: every epoch an earlier attempt started is in its checkpoint
+        done_by_itself = proc.stopped_by in (None, "after run_stop") and tl.status == "success"
+        if self.contract >= 2 and self.resumable and done_by_itself and not self._epoch_started and self.ledger.started_epoch:
+            # done without starting an epoch: every epoch an earlier attempt started is in its checkpoint
             self._note_skipped_epochs(self.ledger.started_epoch + 1, "ends without training another epoch")
         self._check_taken_models()
         threshold_file = self.work / THRESHOLD_FILE
